@@ -1,0 +1,12 @@
+import { maskedConfigYaml } from '../../config/mask.js';
+import type { ParsedArgs } from '../args.js';
+import { EXIT_CONFIG, EXIT_OK, type CommandContext } from '../context.js';
+import { loadForCommand } from '../load-config.js';
+
+export function checkCommand(args: ParsedArgs, ctx: CommandContext): number {
+  const loaded = loadForCommand(args.config, ctx);
+  if (!loaded) return EXIT_CONFIG;
+  ctx.stdout(`# ${loaded.path}: valid\n`);
+  ctx.stdout(maskedConfigYaml(loaded.config, loaded.secretSources));
+  return EXIT_OK;
+}

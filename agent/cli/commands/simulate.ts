@@ -1,0 +1,54 @@
+import { createLogger } from '../../logger.js';
+import { Simulator, SIM_DEFAULT_API_KEY, SIM_DEFAULT_WEBHOOK_SECRET } from '../../simulator/simulator.js';
+import type { LoadedConfig } from '../../config/load.js';
+import { intOption, numberOption, type ParsedArgs } from '../args.js';
+import { EXIT_CONFIG, EXIT_OK, type CommandContext } from '../context.js';
+import { loadForCommand } from '../load-config.js';
+
+export const SIM_DEFAULT_PORT = 8090;
+
+/** The webhook URL an agent with this config listens on, as seen from this machine. */
+function webhookUrlOf(loaded: LoadedConfig): string | undefined {
+  const c = loaded.config;
+  if (!c.webhook.enabled) return undefined;
+  const host = c.http.host === '0.0.0.0' || c.http.host === '::' ? '127.0.0.1' : c.http.host;
+  return `http://${host.includes(':') ? `[${host}]` : host}:${c.http.port}${c.webhook.path}`;
+}
+
+export async function simulateCommand(args: ParsedArgs, ctx: CommandContext): Promise<number> {
+  const v = args.values;
+  // A config is optional here: only read when given, so the simulator runs on a bare checkout.
+  const explicit = args.config ?? ctx.env['CHAIR_AGENT_CONFIG'];
+  const loaded = explicit ? loadForCommand(explicit, ctx) : undefined;
+  if (loaded === null) return EXIT_CONFIG;
+  const port = intOption(v, 'port', 0, 65535) ?? SIM_DEFAULT_PORT;
+  const chairs = intOption(v, 'chairs', 1, 64) ?? 4;
+  const minuteSeconds = numberOption(v, 'minute-seconds', 0.01) ?? 60;
+  const apiKey = (v['api-key'] as string | undefined) ?? loaded?.config.vendor.apiKey ?? SIM_DEFAULT_API_KEY;
+  const webhookUrl = (v['webhook-url'] as string | undefined) ?? (loaded ? webhookUrlOf(loaded) : undefined);
+  const secret = (v['webhook-secret'] as string | undefined) ?? loaded?.config.webhook.channelSecret ?? SIM_DEFAULT_WEBHOOK_SECRET;
+  const logger = createLogger({ level: 'info', secrets: [apiKey, secret] }).child({ component: 'simulator' });
+  const sim = new Simulator({
+    host: (v['host'] as string | undefined) ?? '127.0.0.1',
+    port,
+    apiKey,
+    chairs,
+    timeZone: (v['timezone'] as string | undefined) ?? loaded?.config.site.timezone ?? 'Asia/Bangkok',
+    minuteMs: minuteSeconds * 1000,
+    webhook: webhookUrl ? { url: webhookUrl, secret } : undefined,
+    logger,
+  });
+  await sim.start();
+  logger.info(
+    { url: sim.url, chairs, webhookUrl: webhookUrl ?? null, apiKeyFromConfig: Boolean(loaded) },
+    'vendor simulator listening',
+  );
+  if (!loaded && !v['api-key']) ctx.stderr(`simulator: Apikey is "${SIM_DEFAULT_API_KEY}" (use --api-key or --config to change)\n`);
+  await new Promise<void>((resolve) => {
+    if (ctx.signal.aborted) resolve();
+    else ctx.signal.addEventListener('abort', () => resolve(), { once: true });
+  });
+  await sim.close();
+  logger.flush();
+  return EXIT_OK;
+}

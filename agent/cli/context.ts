@@ -1,0 +1,16 @@
+/** What a command gets from main.ts instead of touching process globals. */
+export interface CommandContext {
+  env: Readonly<Record<string, string | undefined>>;
+  stdout: (text: string) => void;
+  stderr: (text: string) => void;
+  /** Aborted on SIGTERM/SIGINT. */
+  signal: AbortSignal;
+  /** Standard input when it is a terminal (the demo's keys), else undefined. */
+  stdin?: NodeJS.ReadStream | undefined;
+  stdoutIsTTY: boolean;
+}
+
+export const EXIT_OK = 0;
+export const EXIT_FAILURE = 1;
+/** sysexits EX_CONFIG: systemd is told not to restart on it (RestartPreventExitStatus=78). */
+export const EXIT_CONFIG = 78;

@@ -1,0 +1,15 @@
+import type { Config } from '../config/schema.js';
+
+/** The secret values of a config, for the logger's last-line scrubber. */
+export function secretValues(config: Config): string[] {
+  const out = [config.vendor.apiKey];
+  if (config.webhook.channelSecret) out.push(config.webhook.channelSecret);
+  if (config.mqtt.password) out.push(config.mqtt.password);
+  try {
+    const p = new URL(config.mqtt.url).password;
+    if (p) out.push(decodeURIComponent(p));
+  } catch {
+    // validated already
+  }
+  return out;
+}

@@ -1,0 +1,49 @@
+/**
+ * Time as the components see it. Everything that waits goes through a Clock so tests can drive
+ * time with a fake one instead of sleeping.
+ */
+export interface Timer {
+  cancel(): void;
+}
+
+export interface Clock {
+  /** Milliseconds since the epoch. */
+  now(): number;
+  setTimeout(fn: () => void, ms: number): Timer;
+  setInterval(fn: () => void, ms: number): Timer;
+  /** Resolves after `ms`, or rejects with the signal's reason when it aborts first. */
+  sleep(ms: number, signal?: AbortSignal): Promise<void>;
+}
+
+export const systemClock: Clock = {
+  now: () => Date.now(),
+  setTimeout(fn, ms) {
+    const t = setTimeout(fn, ms);
+    return { cancel: () => clearTimeout(t) };
+  },
+  setInterval(fn, ms) {
+    const t = setInterval(fn, ms);
+    return { cancel: () => clearInterval(t) };
+  },
+  sleep(ms, signal) {
+    return sleepWith(this, ms, signal);
+  },
+};
+
+export function sleepWith(clock: Pick<Clock, 'setTimeout'>, ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal?.aborted) {
+      reject(signal.reason);
+      return;
+    }
+    const onAbort = (): void => {
+      timer.cancel();
+      reject(signal?.reason);
+    };
+    const timer = clock.setTimeout(() => {
+      signal?.removeEventListener('abort', onAbort);
+      resolve();
+    }, ms);
+    signal?.addEventListener('abort', onAbort, { once: true });
+  });
+}

@@ -1,0 +1,111 @@
+import type { Clock, Timer } from '../clock.js';
+import type { Logger } from '../logger.js';
+import type { Health } from '../health.js';
+import type { ChairRegistry } from '../core/chair-registry.js';
+import type { VendorApi } from '../vendor/vendor-api.js';
+import { isVendorError } from '../vendor/errors.js';
+import { errorMessage } from '../errors.js';
+import type { Component } from './component.js';
+
+export interface PollerDeps {
+  vendor: VendorApi;
+  registry: ChairRegistry;
+  health: Health;
+  clock: Clock;
+  logger: Logger;
+  periodMs: number;
+  onPoll?: (ok: boolean) => void;
+}
+
+/**
+ * One chair-list request per period, whatever the number of chairs. The next poll is scheduled
+ * when the previous one has finished, so a slow vendor delays polls instead of stacking them.
+ * A failed poll is not retried early: the next period is the retry (or the vendor's
+ * Retry-After, if longer).
+ */
+export class Poller implements Component {
+  readonly name = 'poller';
+  private timer: Timer | null = null;
+  private staleTimer: Timer | null = null;
+  private abort: AbortController | null = null;
+  private running = false;
+  private inFlight: Promise<number | undefined> | null = null;
+
+  constructor(private readonly deps: PollerDeps) {}
+
+  start(): void {
+    this.running = true;
+    this.abort = new AbortController();
+    this.schedule(0);
+  }
+
+  async stop(): Promise<void> {
+    this.running = false;
+    this.timer?.cancel();
+    this.staleTimer?.cancel();
+    this.timer = this.staleTimer = null;
+    this.abort?.abort();
+    await this.inFlight;
+  }
+
+  /** Runs one poll now, or joins the one under way. Resolves to the vendor's Retry-After, if any. */
+  pollOnce(): Promise<number | undefined> {
+    if (!this.inFlight) {
+      this.inFlight = this.cycle().finally(() => {
+        this.inFlight = null;
+      });
+    }
+    return this.inFlight;
+  }
+
+  private schedule(delayMs: number): void {
+    if (!this.running) return;
+    this.timer = this.deps.clock.setTimeout(() => {
+      this.timer = null;
+      const started = this.deps.clock.now();
+      void this.pollOnce().then((retryAfter) => {
+        const elapsed = this.deps.clock.now() - started;
+        this.schedule(Math.max(0, this.deps.periodMs - elapsed, retryAfter ?? 0));
+      });
+    }, delayMs);
+  }
+
+  private async cycle(): Promise<number | undefined> {
+    const { vendor, registry, health, clock, logger } = this.deps;
+    let retryAfter: number | undefined;
+    try {
+      const list = await vendor.listChairs({ signal: this.abort?.signal, retries: 0 });
+      const now = clock.now();
+      registry.applyList(list.chairs, now);
+      health.lastPollAt = now;
+      if (health.set('vendor', true, 'chair list fresh')) logger.info({ chairs: list.chairs.length }, 'vendor API reachable');
+      if (list.rejected.length > 0) logger.warn({ problems: list.rejected }, 'chair list had entries that are not chairs; left out');
+      this.deps.onPoll?.(true);
+    } catch (err) {
+      if (!this.running || (isVendorError(err) && err.code === 'VENDOR_ABORTED')) return undefined;
+      const detail = errorMessage(err);
+      if (health.set('vendor', false, detail)) {
+        logger.warn({ code: isVendorError(err) ? err.code : undefined, err: detail }, 'chair list poll failed');
+      }
+      if (isVendorError(err)) retryAfter = err.retryAfterMs;
+      this.deps.onPoll?.(false);
+    }
+    registry.refreshAvailability(clock.now());
+    this.armStaleCheck();
+    return retryAfter;
+  }
+
+  /** Turns chairs offline at the moment the list goes stale, even while a poll hangs. */
+  private armStaleCheck(): void {
+    this.staleTimer?.cancel();
+    this.staleTimer = null;
+    const at = this.deps.registry.staleAt();
+    if (!this.running || at === null) return;
+    const delay = at - this.deps.clock.now();
+    if (delay < 0) return;
+    this.staleTimer = this.deps.clock.setTimeout(() => {
+      this.staleTimer = null;
+      this.deps.registry.refreshAvailability(this.deps.clock.now());
+    }, delay + 1);
+  }
+}

@@ -1,0 +1,198 @@
+import { accessSync, constants, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { parseDocument } from 'yaml';
+import type { z } from 'zod';
+import { AgentError, errorCode } from '../errors.js';
+import { ConfigSchema, SECRET_PATHS, formatPath, type Config } from './schema.js';
+
+export const DEFAULT_CONFIG_PATH = '/etc/chair-agent/config.yaml';
+
+export type ConfigErrorCode = 'CONFIG_UNREADABLE' | 'CONFIG_SYNTAX' | 'CONFIG_INVALID';
+
+/** Exit 78. `problems` are the "path: what is wrong" lines, every one of them. */
+export class ConfigError extends AgentError {
+  declare readonly code: ConfigErrorCode;
+  constructor(
+    code: ConfigErrorCode,
+    readonly problems: readonly string[],
+  ) {
+    super(code, problems.join('\n'));
+    this.name = 'ConfigError';
+  }
+}
+
+export type SecretSource = 'inline' | 'environment' | 'credential';
+
+export interface SecretSpec {
+  path: readonly [string, string];
+  env: string;
+  credential: string;
+}
+
+export const SECRETS: readonly SecretSpec[] = [
+  { path: SECRET_PATHS[0], env: 'CHAIR_AGENT_VENDOR_API_KEY', credential: 'vendor-api-key' },
+  { path: SECRET_PATHS[1], env: 'CHAIR_AGENT_WEBHOOK_SECRET', credential: 'webhook-secret' },
+  { path: SECRET_PATHS[2], env: 'CHAIR_AGENT_MQTT_PASSWORD', credential: 'mqtt-password' },
+];
+
+export interface ConfigSources {
+  /** Environment variables (only the CHAIR_AGENT_* secrets are read). */
+  env: Readonly<Record<string, string | undefined>>;
+  /** systemd's $CREDENTIALS_DIRECTORY, when set. */
+  credentialsDirectory?: string | undefined;
+}
+
+export interface LoadedConfig {
+  config: Config;
+  path: string;
+  /** Where each secret that is set came from, keyed by its dotted path. */
+  secretSources: Readonly<Record<string, SecretSource>>;
+}
+
+/** Reads, resolves secrets, validates and freezes. Throws ConfigError with every problem found. */
+export function loadConfig(path: string, sources: ConfigSources): LoadedConfig {
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (err) {
+    throw new ConfigError('CONFIG_UNREADABLE', [`${path}: cannot read the configuration file (${errorCode(err) ?? 'error'})`]);
+  }
+  return parseConfig(text, path, sources);
+}
+
+export function parseConfig(text: string, path: string, sources: ConfigSources): LoadedConfig {
+  const doc = parseDocument(text, { uniqueKeys: true, prettyErrors: true });
+  if (doc.errors.length > 0) {
+    throw new ConfigError(
+      'CONFIG_SYNTAX',
+      doc.errors.map((e) => {
+        const at = e.linePos?.[0];
+        return `${path}${at ? `:${at.line}:${at.col}` : ''}: YAML syntax error: ${(e.message.split('\n')[0] ?? '').replace(/ at line \d+, column \d+:?$/, '')}`;
+      }),
+    );
+  }
+  const raw: unknown = doc.toJS() ?? {};
+  return validateConfig(raw, path, sources);
+}
+
+export function validateConfig(raw: unknown, path: string, sources: ConfigSources): LoadedConfig {
+  const secretSources = resolveSecrets(raw, sources);
+  const result = ConfigSchema.safeParse(raw, { reportInput: true });
+  if (!result.success) throw new ConfigError('CONFIG_INVALID', describeIssues(result.error.issues));
+  const config = result.data;
+  const fileProblems = [
+    ...(['ca', 'cert', 'key'] as const).flatMap((k) => unreadable(config.mqtt[k], `mqtt.${k}`)),
+  ];
+  if ((config.mqtt.cert === undefined) !== (config.mqtt.key === undefined)) {
+    fileProblems.push(`mqtt.${config.mqtt.cert === undefined ? 'cert' : 'key'}: required when mqtt.${config.mqtt.cert === undefined ? 'key' : 'cert'} is set`);
+  }
+  if (fileProblems.length > 0) throw new ConfigError('CONFIG_INVALID', fileProblems);
+  return { config: deepFreeze(config), path, secretSources };
+}
+
+function unreadable(file: string | undefined, key: string): string[] {
+  if (file === undefined) return [];
+  try {
+    accessSync(file, constants.R_OK);
+    return [];
+  } catch (err) {
+    return [`${key}: cannot read ${file} (${errorCode(err) ?? 'error'})`];
+  }
+}
+
+/**
+ * Puts the winning value of each secret into the raw document before validation:
+ * a systemd credential beats the environment, which beats the file.
+ */
+function resolveSecrets(raw: unknown, sources: ConfigSources): Record<string, SecretSource> {
+  const found: Record<string, SecretSource> = {};
+  if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) return found;
+  const doc = raw as Record<string, unknown>;
+  for (const spec of SECRETS) {
+    const [section, key] = spec.path;
+    const dotted = `${section}.${key}`;
+    const fromCredential = readCredential(sources.credentialsDirectory, spec.credential);
+    const fromEnv = sources.env[spec.env] || undefined;
+    const value = fromCredential ?? fromEnv;
+    const holder = doc[section];
+    if (value !== undefined) {
+      if (holder === undefined || holder === null) doc[section] = { [key]: value };
+      else if (typeof holder === 'object' && !Array.isArray(holder)) (holder as Record<string, unknown>)[key] = value;
+      else continue;
+      found[dotted] = fromCredential !== undefined ? 'credential' : 'environment';
+    } else if (holder && typeof holder === 'object' && (holder as Record<string, unknown>)[key] !== undefined) {
+      found[dotted] = 'inline';
+    }
+  }
+  return found;
+}
+
+function readCredential(dir: string | undefined, name: string): string | undefined {
+  if (!dir) return undefined;
+  try {
+    const value = readFileSync(join(dir, name), 'utf8').replace(/\r?\n$/, '');
+    return value === '' ? undefined : value;
+  } catch {
+    return undefined;
+  }
+}
+
+const SECRET_DOTTED = new Set(SECRETS.map((s) => s.path.join('.')));
+
+function describeValue(v: unknown): string {
+  if (v === null) return 'null';
+  if (Array.isArray(v)) return 'a list';
+  if (typeof v === 'object') return 'a mapping';
+  if (typeof v === 'string') return `text ${JSON.stringify(v.length > 40 ? `${v.slice(0, 40)}…` : v)}`;
+  return `${typeof v} ${String(v)}`;
+}
+
+function describeIssues(issues: readonly z.core.$ZodIssue[]): string[] {
+  const out: string[] = [];
+  for (const issue of issues) {
+    const at = formatPath(issue.path);
+    const secret = SECRET_DOTTED.has(issue.path.join('.'));
+    const scalar = issue.input === null || typeof issue.input !== 'object';
+    const got = secret || !scalar || issue.input === undefined ? '' : ` (got ${describeValue(issue.input)})`;
+    switch (issue.code) {
+      case 'unrecognized_keys':
+        for (const k of issue.keys) out.push(`${formatPath([...issue.path, k])}: unknown key`);
+        break;
+      case 'invalid_type':
+        if (issue.input === undefined) {
+          const hint = SECRETS.find((s) => s.path.join('.') === issue.path.join('.'));
+          out.push(`${at}: required${hint ? ` (inline, env ${hint.env} or credential ${hint.credential})` : ''}`);
+        } else {
+          const expected = issue.expected === 'object' ? 'a mapping' : issue.expected === 'array' ? 'a list' : `a ${issue.expected}`;
+          out.push(`${at}: expected ${expected}${secret ? '' : `, got ${describeValue(issue.input)}`}`);
+        }
+        break;
+      case 'too_small':
+        if (issue.origin === 'string' && Number(issue.minimum) === 1) out.push(`${at}: must not be empty`);
+        else if (issue.origin === 'array') out.push(`${at}: must have at least ${issue.minimum} item(s)`);
+        else out.push(`${at}: must be ${issue.inclusive ? '>=' : '>'} ${issue.minimum}${got}`);
+        break;
+      case 'too_big':
+        if (issue.origin === 'string') out.push(`${at}: must be at most ${issue.maximum} characters`);
+        else out.push(`${at}: must be ${issue.inclusive ? '<=' : '<'} ${issue.maximum}${got}`);
+        break;
+      case 'invalid_value':
+        out.push(`${at}: must be one of ${issue.values.map((v) => JSON.stringify(v)).join(', ')}${got}`);
+        break;
+      case 'invalid_union':
+        out.push(`${at}: not an accepted value${got}`);
+        break;
+      default:
+        out.push(`${at}: ${issue.message}${issue.code === 'custom' || issue.code === 'invalid_format' ? got : ''}`);
+    }
+  }
+  return out;
+}
+
+function deepFreeze<T>(value: T): T {
+  if (value && typeof value === 'object') {
+    for (const v of Object.values(value)) deepFreeze(v);
+    Object.freeze(value);
+  }
+  return value;
+}

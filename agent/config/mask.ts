@@ -1,0 +1,31 @@
+import { stringify } from 'yaml';
+import type { Config } from './schema.js';
+import { SECRETS, type SecretSource } from './load.js';
+
+export const MASK = '********';
+
+/** An URL with any password replaced; safe to print and log. */
+export function redactUrl(url: string): string {
+  try {
+    const u = new URL(url);
+    if (u.password) u.password = MASK;
+    return u.toString();
+  } catch {
+    return url;
+  }
+}
+
+/** The resolved config as YAML, every secret replaced by a mask naming where it came from. */
+export function maskedConfigYaml(config: Config, sources: Readonly<Record<string, SecretSource>>): string {
+  const copy = JSON.parse(JSON.stringify(config)) as Record<string, Record<string, unknown>>;
+  for (const spec of SECRETS) {
+    const [section, key] = spec.path;
+    const holder = copy[section];
+    if (holder && holder[key] !== undefined) {
+      const source = sources[`${section}.${key}`];
+      holder[key] = source === 'credential' ? `${MASK} (credential ${spec.credential})` : source === 'environment' ? `${MASK} (env ${spec.env})` : MASK;
+    }
+  }
+  if (copy['mqtt'] && typeof copy['mqtt']['url'] === 'string') copy['mqtt']['url'] = redactUrl(copy['mqtt']['url']);
+  return stringify(copy, { lineWidth: 0 });
+}

@@ -1,0 +1,103 @@
+/**
+ * The vendor speaks "YYYY-MM-DD HH:MM:SS" wall-clock times with no zone; they are read in the
+ * site's IANA zone. Published times are ISO 8601 with that zone's offset, e.g.
+ * "2026-11-22T14:03:05+07:00".
+ */
+const VENDOR_TIME = /^(\d{4})-(\d{2})-(\d{2})[ T](\d{2}):(\d{2}):(\d{2})$/;
+
+const formatters = new Map<string, Intl.DateTimeFormat>();
+
+function formatterFor(timeZone: string): Intl.DateTimeFormat {
+  let f = formatters.get(timeZone);
+  if (!f) {
+    f = new Intl.DateTimeFormat('en-US', {
+      timeZone,
+      hourCycle: 'h23',
+      year: 'numeric',
+      month: '2-digit',
+      day: '2-digit',
+      hour: '2-digit',
+      minute: '2-digit',
+      second: '2-digit',
+    });
+    formatters.set(timeZone, f);
+  }
+  return f;
+}
+
+export function isValidTimeZone(timeZone: string): boolean {
+  try {
+    formatterFor(timeZone);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+interface WallTime {
+  year: number;
+  month: number;
+  day: number;
+  hour: number;
+  minute: number;
+  second: number;
+}
+
+function wallTimeAt(epochMs: number, timeZone: string): WallTime {
+  const parts = formatterFor(timeZone).formatToParts(new Date(epochMs));
+  const get = (type: Intl.DateTimeFormatPartTypes): number =>
+    Number(parts.find((p) => p.type === type)?.value ?? 0);
+  return {
+    year: get('year'),
+    month: get('month'),
+    day: get('day'),
+    hour: get('hour'),
+    minute: get('minute'),
+    second: get('second'),
+  };
+}
+
+/** Offset of the zone from UTC at an instant, in minutes (east positive). */
+export function offsetMinutes(epochMs: number, timeZone: string): number {
+  const w = wallTimeAt(epochMs, timeZone);
+  const asUtc = Date.UTC(w.year, w.month - 1, w.day, w.hour, w.minute, w.second);
+  const whole = Math.floor(epochMs / 1000) * 1000;
+  return Math.round((asUtc - whole) / 60000);
+}
+
+/** The instant of a vendor wall-clock time in the zone, or null when the text is not of that form. */
+export function parseVendorTime(text: string, timeZone: string): number | null {
+  const m = VENDOR_TIME.exec(text.trim());
+  if (!m) return null;
+  const [year, month, day, hour, minute, second] = m.slice(1).map(Number) as [
+    number, number, number, number, number, number,
+  ];
+  if (month < 1 || month > 12 || day < 1 || day > 31 || hour > 23 || minute > 59 || second > 59) return null;
+  const asUtc = Date.UTC(year, month - 1, day, hour, minute, second);
+  // Two passes settle the offset across a DST change.
+  let instant = asUtc - offsetMinutes(asUtc, timeZone) * 60000;
+  instant = asUtc - offsetMinutes(instant, timeZone) * 60000;
+  return instant;
+}
+
+const pad = (n: number, width = 2): string => String(n).padStart(width, '0');
+
+/** "YYYY-MM-DD HH:MM:SS" of an instant in the zone: the form the vendor uses. */
+export function formatVendorTime(epochMs: number, timeZone: string): string {
+  const w = wallTimeAt(epochMs, timeZone);
+  return `${pad(w.year, 4)}-${pad(w.month)}-${pad(w.day)} ${pad(w.hour)}:${pad(w.minute)}:${pad(w.second)}`;
+}
+
+/** ISO 8601 with the zone's offset, second precision. */
+export function formatIsoWithOffset(epochMs: number, timeZone: string): string {
+  const off = offsetMinutes(epochMs, timeZone);
+  const sign = off < 0 ? '-' : '+';
+  const abs = Math.abs(off);
+  return `${formatVendorTime(epochMs, timeZone).replace(' ', 'T')}${sign}${pad(Math.floor(abs / 60))}:${pad(abs % 60)}`;
+}
+
+/** A vendor time re-expressed as ISO 8601 with the site's offset; null when unreadable. */
+export function vendorTimeToIso(text: string, timeZone: string): string | null {
+  const instant = parseVendorTime(text, timeZone);
+  return instant === null ? null : formatIsoWithOffset(instant, timeZone);
+}

@@ -1,0 +1,83 @@
+#!/usr/bin/env node
+/**
+ * The program. The only module that reads argv and the environment, installs signal handlers
+ * and calls process.exit; everything else gets what it needs passed in.
+ */
+import { parseCli, UsageError, type ParsedArgs } from './cli/args.js';
+import { USAGE, VERB_HELP } from './cli/help.js';
+import { EXIT_FAILURE, EXIT_OK, type CommandContext } from './cli/context.js';
+import { errorMessage } from './errors.js';
+import { agentVersion } from './version.js';
+
+/** After a stop signal the process is gone within this time, cleanly or not. */
+const STOP_DEADLINE_MS = 10_000;
+
+async function dispatch(args: ParsedArgs, ctx: CommandContext): Promise<number> {
+  switch (args.verb) {
+    case 'help':
+      ctx.stdout(USAGE);
+      return EXIT_OK;
+    case 'version':
+      ctx.stdout(`${agentVersion()}\n`);
+      return EXIT_OK;
+    case 'run':
+      return (await import('./cli/commands/run.js')).runCommand(args, ctx);
+    case 'check':
+      return (await import('./cli/commands/check.js')).checkCommand(args, ctx);
+    case 'simulate':
+      return (await import('./cli/commands/simulate.js')).simulateCommand(args, ctx);
+    case 'schema':
+      return (await import('./cli/commands/schema.js')).schemaCommand(ctx);
+    default:
+      ctx.stderr(`chair-agent: "${args.verb}" is not available yet\n`);
+      return EXIT_FAILURE;
+  }
+}
+
+async function main(): Promise<void> {
+  const stop = new AbortController();
+  const onSignal = (signal: NodeJS.Signals): void => {
+    if (stop.signal.aborted) return;
+    stop.abort(signal);
+    setTimeout(() => {
+      process.stderr.write(`chair-agent: did not stop within ${STOP_DEADLINE_MS / 1000} s; exiting\n`);
+      process.exit(EXIT_FAILURE);
+    }, STOP_DEADLINE_MS).unref();
+  };
+  process.on('SIGTERM', onSignal);
+  process.on('SIGINT', onSignal);
+  process.on('unhandledRejection', (reason) => {
+    process.stderr.write(`chair-agent: unhandled rejection: ${errorMessage(reason)}\n`);
+  });
+
+  const ctx: CommandContext = {
+    env: process.env,
+    stdout: (t) => void process.stdout.write(t),
+    stderr: (t) => void process.stderr.write(t),
+    signal: stop.signal,
+    stdin: process.stdin.isTTY ? process.stdin : undefined,
+    stdoutIsTTY: process.stdout.isTTY === true,
+  };
+
+  let code: number;
+  try {
+    const args = parseCli(process.argv.slice(2));
+    if (args.help && args.verb !== 'help') {
+      ctx.stdout(VERB_HELP[args.verb] ?? USAGE);
+      code = EXIT_OK;
+    } else {
+      code = await dispatch(args, ctx);
+    }
+  } catch (err) {
+    if (err instanceof UsageError) {
+      ctx.stderr(`chair-agent: ${err.message}\n\n${USAGE}`);
+    } else {
+      ctx.stderr(`chair-agent: ${errorMessage(err)}\n`);
+    }
+    code = EXIT_FAILURE;
+  }
+  // Let stdout drain before leaving: a piped `check` must not be cut short.
+  process.stdout.write('', () => process.exit(code));
+}
+
+void main();

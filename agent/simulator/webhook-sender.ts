@@ -1,0 +1,66 @@
+import { request } from 'undici';
+import type { Clock } from '../clock.js';
+import type { Logger } from '../logger.js';
+import { errorMessage } from '../errors.js';
+import { signBody } from '../http/sign.js';
+
+export interface WebhookTarget {
+  url: string;
+  secret: string;
+}
+
+/**
+ * Sends transaction records to the customer's webhook, one at a time in order, signed as the
+ * vendor does, retrying a failed delivery a few times.
+ */
+export class WebhookSender {
+  private queue: Promise<void> = Promise.resolve();
+  private stopped = false;
+  sent = 0;
+  failed = 0;
+
+  constructor(
+    private readonly target: WebhookTarget,
+    private readonly clock: Clock,
+    private readonly logger: Logger,
+    private readonly attempts = 4,
+  ) {}
+
+  send(record: Record<string, unknown>): void {
+    const body = JSON.stringify(record);
+    this.queue = this.queue.then(() => this.deliver(body));
+  }
+
+  /** Resolves when everything queued so far has been delivered or given up. */
+  idle(): Promise<void> {
+    return this.queue;
+  }
+
+  stop(): void {
+    this.stopped = true;
+  }
+
+  private async deliver(body: string): Promise<void> {
+    for (let attempt = 1; attempt <= this.attempts && !this.stopped; attempt++) {
+      try {
+        const res = await request(this.target.url, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', 'x-vendor-signature': signBody(body, this.target.secret) },
+          body,
+          headersTimeout: 10_000,
+          bodyTimeout: 10_000,
+        });
+        await res.body.dump();
+        if (res.statusCode === 200) {
+          this.sent += 1;
+          return;
+        }
+        this.logger.warn({ status: res.statusCode, attempt }, 'webhook delivery refused');
+      } catch (err) {
+        this.logger.warn({ err: errorMessage(err), attempt }, 'webhook delivery failed');
+      }
+      if (attempt < this.attempts) await this.clock.sleep(250 * 2 ** attempt);
+    }
+    this.failed += 1;
+  }
+}

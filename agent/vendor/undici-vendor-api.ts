@@ -1,0 +1,245 @@
+import { Agent, request, type Dispatcher } from 'undici';
+import type { Clock } from '../clock.js';
+import type { Logger } from '../logger.js';
+import { fullJitterDelay, parseRetryAfter } from '../core/backoff.js';
+import { VendorError } from './errors.js';
+import { parseChairList, parseChairStatus, parseTransactionPage, unwrapEnvelope } from './parse.js';
+import type { CallOptions, ChairList, ChairReading, TransactionPage, TransactionQuery, VendorApi } from './vendor-api.js';
+
+export type VendorEndpoint = 'lists' | 'status' | 'transactions' | 'control';
+
+export interface VendorClientOptions {
+  baseUrl: string;
+  apiKey: string;
+  /** Deadline of one attempt, connect to last body byte. */
+  timeoutMs: number;
+  /** Extra attempts for idempotent GETs. */
+  retries: number;
+  backoffBaseMs?: number;
+  backoffCapMs?: number;
+  /** Largest body read from the vendor. */
+  maxBodyBytes?: number;
+  clock: Clock;
+  logger: Logger;
+  random?: () => number;
+  /** Called once per attempt: for metrics. */
+  observe?: (endpoint: VendorEndpoint, outcome: string, seconds: number) => void;
+  dispatcher?: Dispatcher;
+}
+
+/** Errors raised before a byte of the request can have reached the vendor. */
+const NOT_SENT_CODES = new Set([
+  'ECONNREFUSED',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'EADDRNOTAVAIL',
+  'UND_ERR_CONNECT_TIMEOUT',
+]);
+
+function causeCode(err: unknown): string | undefined {
+  let e: unknown = err;
+  for (let depth = 0; depth < 4 && e && typeof e === 'object'; depth++) {
+    const code = (e as { code?: unknown }).code;
+    if (typeof code === 'string') return code;
+    const inner = (e as { errors?: unknown[] }).errors?.[0] ?? (e as { cause?: unknown }).cause;
+    e = inner;
+  }
+  return undefined;
+}
+
+class DeadlineExceeded extends Error {}
+
+export class UndiciVendorApi implements VendorApi {
+  private readonly origin: URL;
+  private readonly dispatcher: Dispatcher;
+  private readonly ownsDispatcher: boolean;
+
+  constructor(private readonly opts: VendorClientOptions) {
+    this.origin = new URL(opts.baseUrl.endsWith('/') ? opts.baseUrl : `${opts.baseUrl}/`);
+    this.ownsDispatcher = !opts.dispatcher;
+    this.dispatcher =
+      opts.dispatcher ??
+      new Agent({ connect: { timeout: opts.timeoutMs }, keepAliveTimeout: 10_000, connections: 4 });
+  }
+
+  async listChairs(options: CallOptions = {}): Promise<ChairList> {
+    const body = await this.get('lists', 'api/chair/lists', options);
+    return parseChairList(unwrapEnvelope(body));
+  }
+
+  async chairStatus(deviceId: string, options: CallOptions = {}): Promise<ChairReading> {
+    const body = await this.get('status', `api/chair/status/${encodeURIComponent(deviceId)}`, options);
+    return parseChairStatus(unwrapEnvelope(body), deviceId);
+  }
+
+  async listTransactions(query: TransactionQuery, options: CallOptions = {}): Promise<TransactionPage> {
+    const qs = new URLSearchParams({
+      from: query.from,
+      to: query.to,
+      limit: String(query.limit),
+      offset: String(query.offset),
+      order: query.order,
+    });
+    const body = await this.get('transactions', `api/chair/transactions?${qs.toString()}`, options);
+    return parseTransactionPage(unwrapEnvelope(body));
+  }
+
+  async control(deviceId: string, minutes: number, options: CallOptions = {}): Promise<void> {
+    const body = await this.attempt('control', 'POST', 'api/chair/control', options.signal, {
+      DeviceId: deviceId,
+      Time: String(minutes),
+    });
+    // The documented answer is {}; an envelope that says otherwise is a refusal.
+    if (body && typeof body === 'object' && !Array.isArray(body) && 'status' in body) {
+      const status = (body as { status: unknown }).status;
+      if (typeof status === 'string' && status.toLowerCase() !== 'success') {
+        const code = (body as { code?: unknown }).code;
+        const message = (body as { message?: unknown }).message;
+        throw new VendorError(
+          'VENDOR_REFUSED',
+          `vendor refused the start${typeof message === 'string' ? `: ${message.slice(0, 200)}` : ''}`,
+          { status: typeof code === 'number' ? code : undefined },
+        );
+      }
+    }
+  }
+
+  async close(): Promise<void> {
+    if (this.ownsDispatcher) await this.dispatcher.close();
+  }
+
+  private async get(endpoint: VendorEndpoint, path: string, options: CallOptions): Promise<unknown> {
+    const retries = options.retries ?? this.opts.retries;
+    for (let attempt = 0; ; attempt++) {
+      try {
+        return await this.attempt(endpoint, 'GET', path, options.signal);
+      } catch (err) {
+        if (!(err instanceof VendorError) || !err.retryable || attempt >= retries || options.signal?.aborted) throw err;
+        const jitter = fullJitterDelay(attempt, this.opts.backoffBaseMs ?? 250, this.opts.backoffCapMs ?? 5_000, this.opts.random);
+        const wait = Math.max(jitter, Math.min(err.retryAfterMs ?? 0, 30_000));
+        this.opts.logger.debug({ endpoint, attempt: attempt + 1, waitMs: wait, code: err.code }, 'vendor request failed, retrying');
+        try {
+          await this.opts.clock.sleep(wait, options.signal);
+        } catch {
+          throw new VendorError('VENDOR_ABORTED', 'vendor request aborted: the agent is stopping');
+        }
+      }
+    }
+  }
+
+  private async attempt(
+    endpoint: VendorEndpoint,
+    method: 'GET' | 'POST',
+    path: string,
+    stop: AbortSignal | undefined,
+    json?: unknown,
+  ): Promise<unknown> {
+    const url = new URL(path, this.origin);
+    const started = this.opts.clock.now();
+    const controller = new AbortController();
+    const deadline = this.opts.clock.setTimeout(() => controller.abort(new DeadlineExceeded()), this.opts.timeoutMs);
+    const onStop = (): void => controller.abort(stop?.reason);
+    stop?.addEventListener('abort', onStop, { once: true });
+    if (stop?.aborted) onStop();
+    let outcome = 'error';
+    try {
+      const res = await request(url, {
+        method,
+        dispatcher: this.dispatcher,
+        signal: controller.signal,
+        headers: {
+          Apikey: this.opts.apiKey,
+          accept: 'application/json',
+          ...(json === undefined ? {} : { 'content-type': 'application/json' }),
+        },
+        body: json === undefined ? undefined : JSON.stringify(json),
+        headersTimeout: this.opts.timeoutMs,
+        bodyTimeout: this.opts.timeoutMs,
+      });
+      const text = await this.readBody(res.body);
+      outcome = String(res.statusCode);
+      if (res.statusCode >= 200 && res.statusCode < 300) return parseJson(text, method === 'POST');
+      throw statusError(endpoint, res.statusCode, res.headers['retry-after'], this.opts.clock.now());
+    } catch (err) {
+      const mapped = this.mapError(err, endpoint, controller.signal);
+      if (outcome === 'error') outcome = mapped.code;
+      throw mapped;
+    } finally {
+      deadline.cancel();
+      stop?.removeEventListener('abort', onStop);
+      this.opts.observe?.(endpoint, outcome, (this.opts.clock.now() - started) / 1000);
+    }
+  }
+
+  private async readBody(body: Dispatcher.ResponseData['body']): Promise<string> {
+    const max = this.opts.maxBodyBytes ?? 4 * 1024 * 1024;
+    const chunks: Buffer[] = [];
+    let size = 0;
+    for await (const chunk of body) {
+      const buf = chunk as Buffer;
+      size += buf.length;
+      if (size > max) {
+        body.destroy();
+        throw new VendorError('VENDOR_BAD_ENVELOPE', `vendor answer is larger than ${max} bytes`);
+      }
+      chunks.push(buf);
+    }
+    return Buffer.concat(chunks).toString('utf8');
+  }
+
+  private mapError(err: unknown, endpoint: VendorEndpoint, signal: AbortSignal): VendorError {
+    if (err instanceof VendorError) return err;
+    if (signal.aborted) {
+      if (signal.reason instanceof DeadlineExceeded) {
+        return new VendorError('VENDOR_TIMEOUT', `vendor did not answer ${endpoint} within ${this.opts.timeoutMs} ms`, {
+          ambiguous: true,
+          retryable: true,
+        });
+      }
+      return new VendorError('VENDOR_ABORTED', 'vendor request aborted: the agent is stopping');
+    }
+    const code = causeCode(err) ?? 'UNKNOWN';
+    if (code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_BODY_TIMEOUT') {
+      return new VendorError('VENDOR_TIMEOUT', `vendor did not answer ${endpoint} in time (${code})`, {
+        ambiguous: true,
+        retryable: true,
+      }, err);
+    }
+    const notSent = NOT_SENT_CODES.has(code);
+    return new VendorError(
+      'VENDOR_UNREACHABLE',
+      `vendor unreachable at ${this.origin.host} (${code})`,
+      { ambiguous: !notSent, retryable: true },
+      err,
+    );
+  }
+}
+
+function parseJson(text: string, emptyIsOk: boolean): unknown {
+  if (text.trim() === '' && emptyIsOk) return {};
+  try {
+    return JSON.parse(text);
+  } catch {
+    throw new VendorError('VENDOR_BAD_ENVELOPE', 'vendor answered with a body that is not JSON');
+  }
+}
+
+function statusError(endpoint: VendorEndpoint, status: number, retryAfter: string | string[] | undefined, now: number): VendorError {
+  if (status === 401 || status === 403) {
+    return new VendorError('VENDOR_UNAUTHORIZED', `vendor rejected the Apikey (HTTP ${status})`, { status });
+  }
+  if (status === 404) {
+    return new VendorError('VENDOR_NOT_FOUND', `vendor has no such ${endpoint === 'status' ? 'chair' : 'resource'} (HTTP 404)`, { status });
+  }
+  if (status === 429 || status >= 500) {
+    return new VendorError('VENDOR_HTTP_ERROR', `vendor answered HTTP ${status} to ${endpoint}`, {
+      status,
+      retryable: true,
+      ambiguous: status >= 500,
+      retryAfterMs: parseRetryAfter(retryAfter, now),
+    });
+  }
+  return new VendorError('VENDOR_REFUSED', `vendor refused ${endpoint} (HTTP ${status})`, { status });
+}

@@ -1,0 +1,133 @@
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Simulator } from '../../agent/simulator/simulator.js';
+import { AgentProcess } from '../helpers/agent-process.js';
+import { startBroker, type TestBroker } from '../helpers/broker.js';
+import { runCli } from '../helpers/cli.js';
+import { Subscriber } from '../helpers/subscriber.js';
+
+const KEY = 'cli-api-key-31337';
+const SECRET = 'cli-webhook-secret-271828';
+let broker: TestBroker;
+let sim: Simulator;
+let dir: string;
+
+function writeConfig(name: string, body: string): string {
+  const path = join(dir, name);
+  writeFileSync(path, body);
+  return path;
+}
+
+function goodConfig(site: string): string {
+  return `site: {id: ${site}}
+vendor: {baseUrl: "${sim.url}", pollSeconds: 0.5}
+http: {host: 127.0.0.1, port: 0}
+mqtt: {url: "${broker.url}"}
+storage: {path: ${join(dir, `${site}.db`)}}
+gpio: {driver: sim}
+`;
+}
+
+beforeAll(async () => {
+  dir = mkdtempSync(join(tmpdir(), 'cli-'));
+  broker = await startBroker();
+  sim = new Simulator({ apiKey: KEY });
+  await sim.start();
+});
+
+afterAll(async () => {
+  await sim.close();
+  await broker.stop();
+});
+
+describe('the command line', () => {
+  it('check prints the resolved config with secrets masked and exits 0', async () => {
+    const path = writeConfig('ok.yaml', goodConfig('check-ok'));
+    const r = await runCli(['check', '--config', path], { CHAIR_AGENT_VENDOR_API_KEY: KEY, CHAIR_AGENT_WEBHOOK_SECRET: SECRET });
+    expect(r.code).toBe(0);
+    expect(r.stdout).toContain('pollSeconds: 0.5');
+    expect(r.stdout).toContain('apiKey: "******** (env CHAIR_AGENT_VENDOR_API_KEY)"');
+    expect(r.stdout + r.stderr).not.toContain(KEY);
+    expect(r.stdout + r.stderr).not.toContain(SECRET);
+  });
+
+  it('check and run exit 78 naming every bad key', async () => {
+    const path = writeConfig('bad.yaml', `site: {id: x}\nvendor: {baseUrl: "${sim.url}", apiKey: k, polSeconds: 1}\nhttp: {port: web}\n`);
+    for (const verb of ['check', 'run']) {
+      const r = await runCli([verb, '--config', path], { CHAIR_AGENT_WEBHOOK_SECRET: SECRET });
+      expect(r.code).toBe(78);
+      expect(r.stderr).toContain('vendor.polSeconds: unknown key');
+      expect(r.stderr).toContain('http.port: expected a number, got text "web"');
+    }
+  });
+
+  it('finds the config through CHAIR_AGENT_CONFIG', async () => {
+    const path = writeConfig('env.yaml', goodConfig('by-env'));
+    const r = await runCli(['check'], { CHAIR_AGENT_CONFIG: path, CHAIR_AGENT_VENDOR_API_KEY: KEY, CHAIR_AGENT_WEBHOOK_SECRET: SECRET });
+    expect(r.code).toBe(0);
+    expect(r.stdout).toContain(`# ${path}: valid`);
+  });
+
+  it('reads secrets from systemd credentials', async () => {
+    const creds = mkdtempSync(join(tmpdir(), 'creds-'));
+    writeFileSync(join(creds, 'vendor-api-key'), `${KEY}\n`);
+    writeFileSync(join(creds, 'webhook-secret'), SECRET);
+    const path = writeConfig('creds.yaml', goodConfig('creds'));
+    const r = await runCli(['check', '--config', path], { CREDENTIALS_DIRECTORY: creds });
+    expect(r.code).toBe(0);
+    expect(r.stdout).toContain('(credential vendor-api-key)');
+  });
+
+  it('rejects an unknown command or option with exit 1 and the usage', async () => {
+    const r = await runCli(['frobnicate']);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain('unknown command "frobnicate"');
+    const o = await runCli(['check', '--colour']);
+    expect(o.code).toBe(1);
+    expect(o.stderr).toContain("Unknown option '--colour'");
+  });
+
+  it('run serves health and metrics, logs JSON without secrets, and stops on SIGTERM with exit 0', async () => {
+    const path = writeConfig('run.yaml', goodConfig('run'));
+    const sub = await Subscriber.connect(broker.url, 'chair-agent/run/bridge/state');
+    const agent = AgentProcess.start(['run', '--config', path], { CHAIR_AGENT_VENDOR_API_KEY: KEY, CHAIR_AGENT_WEBHOOK_SECRET: SECRET });
+    const port = await agent.httpPort();
+    await agent.waitForLog((l) => l.msg === 'vendor API reachable', 'first poll');
+    await sub.waitFor((m) => m.text.includes('online'), 'online');
+
+    const health = await fetch(`http://127.0.0.1:${port}/healthz`);
+    const body = (await health.json()) as { status: string; checks: Record<string, { ok: boolean }> };
+    expect(Object.keys(body.checks).sort()).toEqual(['broker', 'database', 'gpio', 'vendor']);
+    expect(body.checks['vendor']?.ok).toBe(true);
+    expect(body.checks['broker']?.ok).toBe(true);
+
+    const metrics = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+    expect(metrics).toMatch(/chair_agent_vendor_requests_total\{endpoint="lists",outcome="200"\} \d+/);
+    expect(metrics).toContain('chair_agent_broker_connected 1');
+    expect(metrics).toMatch(/chair_agent_chair_online\{device_id="MC7001"\} 1/);
+
+    const before = sub.mark();
+    const code = await agent.signal('SIGTERM');
+    expect(code).toBe(0);
+    await sub.waitFor((m) => m.text.includes('offline'), 'offline', before);
+    expect(agent.lines.some((l) => l.msg === 'stopped')).toBe(true);
+    expect(agent.raw).not.toContain(KEY);
+    expect(agent.raw).not.toContain(SECRET);
+    await sub.close();
+  });
+
+  it('run exits 1 with a clear message when its port is taken', async () => {
+    const first = AgentProcess.start(['run', '--config', writeConfig('p1.yaml', goodConfig('port-a'))], {
+      CHAIR_AGENT_VENDOR_API_KEY: KEY,
+      CHAIR_AGENT_WEBHOOK_SECRET: SECRET,
+    });
+    const port = await first.httpPort();
+    const clash = writeConfig('p2.yaml', goodConfig('port-b').replace('port: 0', `port: ${port}`));
+    const second = AgentProcess.start(['run', '--config', clash], { CHAIR_AGENT_VENDOR_API_KEY: KEY, CHAIR_AGENT_WEBHOOK_SECRET: SECRET });
+    expect(await second.exited).toBe(1);
+    expect(second.lines.find((l) => l.level === 'fatal')?.['err']).toMatch(/the port is in use/);
+    expect(await first.signal('SIGINT')).toBe(0);
+  });
+});

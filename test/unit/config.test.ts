@@ -1,0 +1,119 @@
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { ConfigError, parseConfig } from '../../agent/config/load.js';
+import { maskedConfigYaml } from '../../agent/config/mask.js';
+import { configJsonSchema } from '../../agent/config/schema.js';
+import { ROOT } from '../helpers/cli.js';
+
+const BASE = `site: {id: ladprao-01}
+vendor: {baseUrl: "https://api.vendor.example", apiKey: inline-key-123}
+webhook: {channelSecret: inline-secret-456}
+`;
+
+/** BASE with `extra` appended; a section given in `extra` replaces the one in BASE. */
+function withSections(extra: string): string {
+  const replaced = new Set([...extra.matchAll(/^([a-z]+):/gm)].map((m) => m[1]));
+  const kept = BASE.split('\n').filter((line) => !replaced.has(line.split(':')[0]));
+  return `${kept.join('\n')}\n${extra}\n`;
+}
+
+function problems(yaml: string, env: Record<string, string> = {}): string[] {
+  try {
+    parseConfig(yaml, 'c.yaml', { env });
+  } catch (err) {
+    expect(err).toBeInstanceOf(ConfigError);
+    return [...(err as ConfigError).problems];
+  }
+  return [];
+}
+
+describe('configuration', () => {
+  it('fills every default from a minimal file', () => {
+    const { config } = parseConfig(BASE, 'c.yaml', { env: {} });
+    expect(config.site.timezone).toBe('Asia/Bangkok');
+    expect(config.vendor.pollSeconds).toBe(5);
+    expect(config.mqtt).toMatchObject({ url: 'mqtt://127.0.0.1:1883', baseTopic: 'chair-agent', protocolVersion: 5 });
+    expect(config.transactions.syncSchedule).toBe('*/30 * * * * *');
+    expect(config.gpio).toMatchObject({ driver: 'onoff', chairs: [] });
+    expect(Object.isFrozen(config.vendor)).toBe(true);
+  });
+
+  it.each([
+    ['an unknown key', 'vendor: {baseUrl: "https://x", apiKey: k, pollSecs: 5}', 'vendor.pollSecs: unknown key'],
+    ['an unknown section', 'extra: {a: 1}', 'extra: unknown key'],
+    ['a wrong type', 'http: {port: "8080"}', 'http.port: expected a number, got text "8080"'],
+    ['a poll period too short', 'vendor: {baseUrl: "https://x", apiKey: k, pollSeconds: 0.1}', 'vendor.pollSeconds: must be >= 0.2 (got number 0.1)'],
+    ['a bad site id', 'site: {id: "Lad Prao"}', 'site.id: must match [a-z0-9_-]+ (got text "Lad Prao")'],
+    ['a bad vendor URL', 'vendor: {baseUrl: "ftp://x", apiKey: k}', 'vendor.baseUrl: must be an http:// or https:// URL (got text "ftp://x")'],
+    ['a bad broker URL', 'mqtt: {url: "http://broker"}', 'mqtt.url: must be an mqtt:// or mqtts:// URL (got text "http://broker")'],
+    ['a bad time zone', 'site: {id: x, timezone: Mars/Olympus}', 'site.timezone: not an IANA time zone (e.g. Asia/Bangkok) (got text "Mars/Olympus")'],
+    ['a bad cron expression', 'transactions: {syncSchedule: "* * 99 * *"}', 'transactions.syncSchedule: not a valid cron expression (dayOfMonth: 99 is a invalid expression for day of month) (got text "* * 99 * *")'],
+    ['an unknown driver', 'gpio: {driver: wiringpi}', 'gpio.driver: must be one of "onoff", "sim" (got text "wiringpi")'],
+    ['a pin off the header', 'gpio: {chairs: [{deviceId: A, led: 40}]}', 'gpio.chairs[0].led: must be <= 27 (got number 40)'],
+    ['a pin used twice', 'gpio: {statusLed: 17, chairs: [{deviceId: A, button: 17}]}', 'gpio.chairs[0].button: pin 17 is already used by gpio.statusLed (got number 17)'],
+    ['a chair listed twice', 'gpio: {chairs: [{deviceId: A}, {deviceId: A}]}', 'gpio.chairs[1].deviceId: A is already listed at gpio.chairs[0]'],
+    ['minutes out of range', 'start: {maxMinutes: 10}\ngpio: {chairs: [{deviceId: A, minutes: 30}]}', 'gpio.chairs[0].minutes: must be within start.minMinutes..start.maxMinutes (1..10) (got number 30)'],
+    ['a bad log level', 'log: {level: loud}', 'log.level: must be one of "fatal", "error", "warn", "info", "debug", "trace", "silent" (got text "loud")'],
+    ['a list where a mapping belongs', 'mqtt: [1, 2]', 'mqtt: expected a mapping, got a list'],
+    ['a missing TLS file', 'mqtt: {url: "mqtts://b", ca: /nonexistent/ca.pem}', 'mqtt.ca: cannot read /nonexistent/ca.pem (ENOENT)'],
+  ])('reports %s as "path: problem"', (_what, extra, expected) => {
+    expect(problems(withSections(extra))).toContain(expected);
+  });
+
+  it('reports every problem at once', () => {
+    const found = problems('site: {id: "A B"}\nvendor: {baseUrl: x}\nhttp: {port: -1}\nlog: {level: x}\n');
+    expect(found).toEqual([
+      'site.id: must match [a-z0-9_-]+ (got text "A B")',
+      'vendor.baseUrl: must be an http:// or https:// URL (got text "x")',
+      'vendor.apiKey: required (inline, env CHAIR_AGENT_VENDOR_API_KEY or credential vendor-api-key)',
+      'http.port: must be >= 0 (got number -1)',
+      'log.level: must be one of "fatal", "error", "warn", "info", "debug", "trace", "silent" (got text "x")',
+      'webhook.channelSecret: required while the webhook is enabled (inline, env CHAIR_AGENT_WEBHOOK_SECRET or credential webhook-secret)',
+    ]);
+  });
+
+  it('names the line of a YAML syntax error', () => {
+    expect(problems('site: [1, 2\n')[0]).toMatch(/^c\.yaml:2:1: YAML syntax error: /);
+  });
+
+  it('never prints a secret value in a problem', () => {
+    const found = problems('site: {id: x}\nvendor: {baseUrl: "https://x", apiKey: 12345678}\nwebhook: {channelSecret: [s3cr3t-value]}\n');
+    expect(found).toContain('vendor.apiKey: expected a string');
+    expect(found.join('\n')).not.toMatch(/12345678|s3cr3t-value/);
+  });
+
+  it('takes a secret from a systemd credential over the environment over the file', () => {
+    const creds = mkdtempSync(join(tmpdir(), 'creds-'));
+    writeFileSync(join(creds, 'vendor-api-key'), 'from-credential\n');
+    const env = { CHAIR_AGENT_VENDOR_API_KEY: 'from-env', CHAIR_AGENT_WEBHOOK_SECRET: 'secret-from-env' };
+    const loaded = parseConfig(BASE, 'c.yaml', { env, credentialsDirectory: creds });
+    expect(loaded.config.vendor.apiKey).toBe('from-credential');
+    expect(loaded.config.webhook.channelSecret).toBe('secret-from-env');
+    expect(loaded.secretSources).toEqual({ 'vendor.apiKey': 'credential', 'webhook.channelSecret': 'environment' });
+    const noFile = parseConfig('site: {id: x}\nvendor: {baseUrl: "https://x"}\n', 'c.yaml', { env, credentialsDirectory: creds });
+    expect(noFile.config.vendor.apiKey).toBe('from-credential');
+  });
+
+  it('masks every secret in the printed config, naming where each came from', () => {
+    const yaml = `${BASE}mqtt: {url: "mqtt://user:pw-in-url@broker:1883", password: broker-pass-789}\n`;
+    const loaded = parseConfig(yaml, 'c.yaml', { env: { CHAIR_AGENT_WEBHOOK_SECRET: 'env-secret-000' } });
+    const printed = maskedConfigYaml(loaded.config, loaded.secretSources);
+    for (const secret of ['inline-key-123', 'env-secret-000', 'broker-pass-789', 'pw-in-url']) expect(printed).not.toContain(secret);
+    expect(printed).toContain('apiKey: "********"');
+    expect(printed).toContain('channelSecret: "******** (env CHAIR_AGENT_WEBHOOK_SECRET)"');
+    expect(printed).toContain('url: mqtt://user:********@broker:1883');
+  });
+
+  it('accepts the example config once its secrets are given', () => {
+    const text = readFileSync(join(ROOT, 'config', 'config.example.yaml'), 'utf8');
+    const { config } = parseConfig(text, 'example', { env: { CHAIR_AGENT_VENDOR_API_KEY: 'k', CHAIR_AGENT_WEBHOOK_SECRET: 's' } });
+    expect(config.gpio.chairs.map((c) => c.deviceId)).toEqual(['MC7001', 'MC7002']);
+  });
+
+  it('ships a config/schema.json that matches the schema', () => {
+    const shipped = JSON.parse(readFileSync(join(ROOT, 'config', 'schema.json'), 'utf8')) as unknown;
+    expect(shipped).toEqual(configJsonSchema());
+  });
+});

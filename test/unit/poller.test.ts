@@ -1,0 +1,105 @@
+import { describe, expect, it } from 'vitest';
+import { Poller } from '../../agent/components/poller.js';
+import { ChairRegistry } from '../../agent/core/chair-registry.js';
+import { Health } from '../../agent/health.js';
+import { silentLogger } from '../../agent/logger.js';
+import { VendorError } from '../../agent/vendor/errors.js';
+import type { CallOptions, ChairList, VendorApi } from '../../agent/vendor/vendor-api.js';
+import { FakeClock } from '../helpers/fake-clock.js';
+
+/** A vendor whose list answers take `delayMs` of fake time, recording concurrency. */
+class ScriptedVendor implements VendorApi {
+  calls = 0;
+  concurrent = 0;
+  maxConcurrent = 0;
+  delayMs = 0;
+  fail: VendorError | null = null;
+  constructor(private readonly clock: FakeClock) {}
+  async listChairs(options: CallOptions = {}): Promise<ChairList> {
+    this.calls++;
+    this.concurrent++;
+    this.maxConcurrent = Math.max(this.maxConcurrent, this.concurrent);
+    try {
+      if (this.delayMs) await this.clock.sleep(this.delayMs, options.signal);
+      if (this.fail) throw this.fail;
+      return {
+        chairs: Array.from({ length: 16 }, (_, i) => ({
+          deviceId: `MC${i}`, deviceCode: null, deviceName: null, location: null, status: 'Available',
+          seated: false, leftMin: null, leftSec: null, serverTime: null, firmwareVersion: null,
+        })),
+        rejected: [],
+      };
+    } finally {
+      this.concurrent--;
+    }
+  }
+  chairStatus(): never { throw new Error('not used'); }
+  listTransactions(): never { throw new Error('not used'); }
+  control(): never { throw new Error('not used'); }
+  async close(): Promise<void> {}
+}
+
+function setup(periodMs = 1000) {
+  const clock = new FakeClock();
+  const vendor = new ScriptedVendor(clock);
+  const registry = new ChairRegistry({ timeZone: 'UTC', availableStatuses: ['Available'], staleAfterMs: 3 * periodMs, expected: [] });
+  const health = new Health(clock);
+  const poller = new Poller({ vendor, registry, health, clock, logger: silentLogger(), periodMs });
+  return { clock, vendor, registry, health, poller };
+}
+
+describe('poller', () => {
+  it('makes one list request per period, however many chairs there are', async () => {
+    const { clock, vendor, poller, registry } = setup(1000);
+    poller.start();
+    await clock.advance(10_000);
+    await poller.stop();
+    expect(vendor.calls).toBe(11); // at 0 s and every second through 10 s
+    expect(registry.knownIds()).toHaveLength(16);
+  });
+
+  it('delays the next poll behind a slow answer instead of stacking requests', async () => {
+    const { clock, vendor, poller } = setup(200);
+    vendor.delayMs = 1500;
+    poller.start();
+    await clock.advance(6_000);
+    await poller.stop();
+    expect(vendor.maxConcurrent).toBe(1);
+    expect(vendor.calls).toBe(5); // each poll takes 1.5 s: they start at 0, 1.5, 3, 4.5 and 6 s
+  });
+
+  it('turns chairs offline three periods after the last success even while a poll hangs', async () => {
+    const { clock, vendor, poller, registry, health } = setup(1000);
+    poller.start();
+    await clock.advance(100);
+    expect(registry.view('MC0')?.online).toBe(true);
+    vendor.delayMs = 60_000; // the next poll hangs
+    await clock.advance(2_800);
+    expect(registry.view('MC0')?.online).toBe(true);
+    await clock.advance(200);
+    expect(registry.view('MC0')?.online).toBe(false);
+    expect(health.get('vendor').ok).toBe(true); // no poll has failed yet, one is just slow
+    await poller.stop();
+  });
+
+  it('reports a failing vendor in health and waits out a Retry-After longer than the period', async () => {
+    const { clock, vendor, poller, health } = setup(1000);
+    vendor.fail = new VendorError('VENDOR_HTTP_ERROR', 'vendor answered HTTP 429 to lists', { status: 429, retryable: true, retryAfterMs: 5000 });
+    poller.start();
+    await clock.advance(100);
+    expect(health.get('vendor')).toMatchObject({ ok: false, detail: 'vendor answered HTTP 429 to lists' });
+    await clock.advance(4_800);
+    expect(vendor.calls).toBe(1);
+    await clock.advance(200);
+    expect(vendor.calls).toBe(2);
+    await poller.stop();
+  });
+
+  it('leaves no timer behind when stopped', async () => {
+    const { clock, poller } = setup(1000);
+    poller.start();
+    await clock.advance(2500);
+    await poller.stop();
+    expect(clock.timerCount).toBe(0);
+  });
+});
