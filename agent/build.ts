@@ -17,6 +17,12 @@ import { MqttBridge } from './mqtt/bridge.js';
 import { OFFLINE, Topics } from './mqtt/topics.js';
 import type { VendorApi } from './vendor/vendor-api.js';
 import { UndiciVendorApi } from './vendor/undici-vendor-api.js';
+import { Outbox } from './store/outbox.js';
+import { cronScheduler, type Scheduler } from './scheduler.js';
+import { webhookHandler } from './components/webhook.js';
+import { TransactionSync } from './components/transaction-sync.js';
+import { OutboxPublisher } from './components/outbox-publisher.js';
+import { Retention } from './components/retention.js';
 
 /** What the agent is built from. Anything left out is made from the config. */
 export interface AgentDeps {
@@ -25,6 +31,8 @@ export interface AgentDeps {
   vendor?: VendorApi;
   broker?: Broker;
   metrics?: Metrics;
+  outbox?: Outbox;
+  scheduler?: Scheduler;
 }
 
 export interface Agent {
@@ -40,6 +48,10 @@ export interface Agent {
   readonly http: HttpListener;
   readonly poller: Poller;
   readonly bridge: MqttBridge;
+  readonly outbox: Outbox;
+  readonly sync: TransactionSync;
+  readonly publisher: OutboxPublisher;
+  readonly retention: Retention;
   start(): Promise<void>;
   stop(): Promise<void>;
 }
@@ -97,6 +109,18 @@ export function build(config: Config, deps: AgentDeps): Agent {
     expected: config.gpio.chairs.map((c) => c.deviceId),
   });
   const iso = (t: number | null): string | null => (t === null ? null : formatIsoWithOffset(t, config.site.timezone));
+  const outbox = deps.outbox ?? new Outbox({ path: config.storage.path, maxSizeMb: config.storage.maxSizeMb });
+  const scheduler = deps.scheduler ?? cronScheduler(config.site.timezone, logger.child({ component: 'scheduler' }));
+  const storeLog = logger.child({ component: 'store' });
+  outbox.on('writable', (ok, detail) => {
+    health.set('database', ok, detail);
+    if (ok) storeLog.info('database writable again');
+    else storeLog.error({ err: detail }, 'database not writable; the agent keeps running and keeps what it has stored');
+  });
+  const backlog = (): Record<string, unknown> => {
+    const st = outbox.stats();
+    return { pending: st.pending, oldestPendingAt: iso(st.oldestPendingAt), delivered: st.delivered, lastDeliveryAt: iso(st.lastDeliveryAt) };
+  };
 
   const http = new HttpListener({ host: config.http.host, port: config.http.port, logger: logger.child({ component: 'http' }) });
   const poller = new Poller({
@@ -124,10 +148,66 @@ export function build(config: Config, deps: AgentDeps): Agent {
       broker: { url: broker.description, connected: broker.connected },
       lastPollAt: iso(health.lastPollAt),
       lastSyncAt: iso(health.lastSyncAt),
+      backlog: backlog(),
       chairs: registry.knownIds().length,
       health: health.ok ? 'ok' : 'degraded',
     }),
   });
+
+  const sync = new TransactionSync({
+    vendor,
+    outbox,
+    scheduler,
+    clock,
+    logger: logger.child({ component: 'sync' }),
+    health,
+    metrics,
+    settings: {
+      schedule: config.transactions.syncSchedule,
+      pageSize: config.transactions.pageSize,
+      lookbackMs: config.transactions.lookbackHours * 3_600_000,
+      overlapMs: config.transactions.overlapMinutes * 60_000,
+      windowMs: config.transactions.windowHours * 3_600_000,
+      timeFormat: config.transactions.timeFormat,
+      timeZone: config.site.timezone,
+    },
+  });
+  const publisher = new OutboxPublisher({
+    outbox,
+    broker,
+    topics,
+    clock,
+    logger: logger.child({ component: 'publisher' }),
+    metrics,
+    siteId: config.site.id,
+    timeZone: config.site.timezone,
+    maxInflight: config.mqtt.maxInflight,
+  });
+  const retention = new Retention({
+    outbox,
+    scheduler,
+    clock,
+    logger: logger.child({ component: 'retention' }),
+    retentionDays: config.storage.retentionDays,
+  });
+  const store: Component = {
+    name: 'store',
+    start: () => {
+      outbox.open();
+      health.set('database', true, 'writable');
+    },
+    stop: () => outbox.close(),
+  };
+  if (config.webhook.enabled && config.webhook.channelSecret) {
+    http.route(
+      'POST',
+      config.webhook.path,
+      webhookHandler({ secret: config.webhook.channelSecret, outbox, clock, logger: logger.child({ component: 'webhook' }), metrics }),
+    );
+  }
+  // bridge/info carries the backlog: refresh it when the backlog moves (coalesced by the bridge).
+  outbox.on('inserted', () => bridge.infoSoon());
+  outbox.on('delivered', () => bridge.infoSoon());
 
   http.route('GET', '/healthz', (_req, res) => {
     const snap = health.snapshot();
@@ -151,8 +231,23 @@ export function build(config: Config, deps: AgentDeps): Agent {
     registry.views().map((v) => [v.deviceId, v.state?.running ? 1 : 0]),
   );
 
+  metrics.gauge('chair_agent_outbox_pending', 'Transactions waiting for the broker', () => outbox.stats().pending);
+  metrics.gauge('chair_agent_outbox_oldest_pending_age_seconds', 'Age of the oldest waiting transaction', () => {
+    const oldest = outbox.stats().oldestPendingAt;
+    return oldest === null ? 0 : (clock.now() - oldest) / 1000;
+  });
+  metrics.gauge('chair_agent_outbox_delivered', 'Delivered transactions still kept (retention)', () => outbox.stats().delivered);
+  metrics.gauge('chair_agent_outbox_last_delivery_timestamp_seconds', 'Time of the last PUBACKed transaction', () => {
+    const last = outbox.stats().lastDeliveryAt;
+    return last === null ? null : last / 1000;
+  });
+  metrics.gauge('chair_agent_outbox_inflight', 'Transactions sent and awaiting PUBACK', () => publisher.inFlight);
+  metrics.gauge('chair_agent_last_sync_timestamp_seconds', 'Time of the last completed transaction sync', () =>
+    health.lastSyncAt === null ? null : health.lastSyncAt / 1000,
+  );
+
   // Start order; stop is the reverse.
-  const components: Component[] = [http, bridge, poller];
+  const components: Component[] = [store, http, bridge, publisher, poller, sync, retention];
   const started: Component[] = [];
 
   return {
@@ -168,8 +263,11 @@ export function build(config: Config, deps: AgentDeps): Agent {
     http,
     poller,
     bridge,
+    outbox,
+    sync,
+    publisher,
+    retention,
     async start() {
-      health.set('database', true, 'not used yet');
       for (const c of components) {
         try {
           await c.start();

@@ -65,6 +65,22 @@ export function offsetMinutes(epochMs: number, timeZone: string): number {
   return Math.round((asUtc - whole) / 60000);
 }
 
+/**
+ * Zone offsets only change on quarter-hour boundaries, so one Intl lookup per zone and quarter
+ * hour is enough; formatting many times (every published transaction) stays cheap.
+ */
+const QUARTER_HOUR = 900_000;
+const offsetCache = new Map<string, { bucket: number; offset: number }>();
+
+function cachedOffset(epochMs: number, timeZone: string): number {
+  const bucket = Math.floor(epochMs / QUARTER_HOUR);
+  const hit = offsetCache.get(timeZone);
+  if (hit && hit.bucket === bucket) return hit.offset;
+  const offset = offsetMinutes(bucket * QUARTER_HOUR, timeZone);
+  offsetCache.set(timeZone, { bucket, offset });
+  return offset;
+}
+
 /** The instant of a vendor wall-clock time in the zone, or null when the text is not of that form. */
 export function parseVendorTime(text: string, timeZone: string): number | null {
   const m = VENDOR_TIME.exec(text.trim());
@@ -84,13 +100,13 @@ const pad = (n: number, width = 2): string => String(n).padStart(width, '0');
 
 /** "YYYY-MM-DD HH:MM:SS" of an instant in the zone: the form the vendor uses. */
 export function formatVendorTime(epochMs: number, timeZone: string): string {
-  const w = wallTimeAt(epochMs, timeZone);
-  return `${pad(w.year, 4)}-${pad(w.month)}-${pad(w.day)} ${pad(w.hour)}:${pad(w.minute)}:${pad(w.second)}`;
+  const d = new Date(Math.floor(epochMs / 1000) * 1000 + cachedOffset(epochMs, timeZone) * 60_000);
+  return `${pad(d.getUTCFullYear(), 4)}-${pad(d.getUTCMonth() + 1)}-${pad(d.getUTCDate())} ${pad(d.getUTCHours())}:${pad(d.getUTCMinutes())}:${pad(d.getUTCSeconds())}`;
 }
 
 /** ISO 8601 with the zone's offset, second precision. */
 export function formatIsoWithOffset(epochMs: number, timeZone: string): string {
-  const off = offsetMinutes(epochMs, timeZone);
+  const off = cachedOffset(epochMs, timeZone);
   const sign = off < 0 ? '-' : '+';
   const abs = Math.abs(off);
   return `${formatVendorTime(epochMs, timeZone).replace(' ', 'T')}${sign}${pad(Math.floor(abs / 60))}:${pad(abs % 60)}`;

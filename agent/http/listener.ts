@@ -49,7 +49,8 @@ export class HttpListener implements Component {
       (req, res) => void this.dispatch(req, res),
     );
     server.on('clientError', (err, socket) => {
-      if (socket.writable) socket.end('HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n');
+      const status = errorCode(err) === 'ERR_HTTP_REQUEST_TIMEOUT' ? '408 Request Timeout' : '400 Bad Request';
+      if (socket.writable) socket.end(`HTTP/1.1 ${status}\r\nConnection: close\r\n\r\n`);
       else socket.destroy();
       this.opts.logger.debug({ err: errorMessage(err) }, 'bad HTTP request from a client');
     });

@@ -83,13 +83,13 @@ export class MqttBridge implements Component {
     await broker.end(2_000);
   }
 
-  /** Publishes bridge/info soon, coalescing bursts of changes into one message. */
+  /** Publishes bridge/info soon, coalescing a burst of changes into one message a second at most. */
   infoSoon(): void {
     if (this.infoPending) return;
     this.infoPending = this.deps.clock.setTimeout(() => {
       this.infoPending = null;
       this.publishInfo();
-    }, 250);
+    }, 1_000);
   }
 
   publishInfo(): void {

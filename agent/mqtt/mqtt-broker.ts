@@ -61,6 +61,8 @@ export class MqttBroker extends EventEmitter<BrokerEvents> implements Broker {
     const client = mqtt.connect(o.url, options);
     this.client = client;
     client.on('connect', (connack) => {
+      // mqtt.js leaves Nagle's algorithm on: small PUBLISH packets would wait for delayed ACKs.
+      (client.stream as { setNoDelay?: (on: boolean) => void } | undefined)?.setNoDelay?.(true);
       this.lastError = '';
       this.serverReceiveMaximum = connack.properties?.receiveMaximum ?? 65_535;
       o.logger.info({ broker: this.description }, 'connected to the broker');

@@ -18,6 +18,8 @@ export interface Fault {
   endpoints?: SimEndpoint[];
   /** How many requests it affects; until cleared when absent. */
   count?: number;
+  /** Matching requests let through untouched before it starts. */
+  after?: number;
   /** HTTP status for 'error'. */
   status?: number;
   /** Delay for 'slow', hold time for 'timeout'. */
@@ -40,6 +42,7 @@ export function parseFault(input: unknown): Fault | string {
     mode: f['mode'] as FaultMode,
     endpoints: endpoints as SimEndpoint[] | undefined,
     count: num('count'),
+    after: num('after'),
     status: num('status'),
     delayMs: num('delayMs'),
     retryAfterSeconds: num('retryAfterSeconds'),
@@ -68,6 +71,10 @@ export class FaultBook {
     const i = this.faults.findIndex((f) => !f.endpoints || f.endpoints.includes(endpoint));
     if (i < 0) return null;
     const fault = this.faults[i] as Fault;
+    if (fault.after !== undefined && fault.after > 0) {
+      fault.after -= 1;
+      return null;
+    }
     if (fault.count !== undefined) {
       fault.count -= 1;
       if (fault.count <= 0) this.faults.splice(i, 1);

@@ -7,8 +7,8 @@ export const TEST_SECRET = 'test-channel-secret-4567';
 type Sections = Record<string, Record<string, unknown>>;
 
 /** A config validated by the real schema: loopback everything, a free HTTP port. */
-export function testConfig(sections: { vendorUrl: string; brokerUrl: string; dbPath?: string } & Sections): Config {
-  const { vendorUrl, brokerUrl, dbPath, ...rest } = sections;
+export function testConfig(base: { vendorUrl: string; brokerUrl: string; dbPath?: string }, rest: Sections = {}): Config {
+  const { vendorUrl, brokerUrl, dbPath } = base;
   const doc: Sections = {
     site: { id: 'test-site' },
     vendor: { baseUrl: vendorUrl, apiKey: TEST_API_KEY, pollSeconds: 0.2, requestTimeoutSeconds: 2, retries: 1 },

@@ -27,7 +27,7 @@ afterAll(async () => {
 });
 
 function agentFor(siteId: string): Agent {
-  return build(testConfig({ vendorUrl: sim.url, brokerUrl: broker.url, site: { id: siteId } }), { logger: silentLogger() });
+  return build(testConfig({ vendorUrl: sim.url, brokerUrl: broker.url }, { site: { id: siteId } }), { logger: silentLogger() });
 }
 
 const B = (site: string): string => `chair-agent/${site}`;

@@ -1,0 +1,94 @@
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { createServer, type Server, type Socket } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { freePort, waitForPort } from './ports.js';
+
+export interface TestBroker {
+  readonly port: number;
+  readonly url: string;
+  readonly kind: 'mosquitto' | 'aedes';
+  /** MQTT 5 works (mosquitto); aedes speaks 3.1.1 only. */
+  readonly mqtt5: boolean;
+  /** Stops it the way a crash would (SIGKILL for mosquitto). */
+  kill(): Promise<void>;
+  /** Starts it again on the same port. */
+  restart(): Promise<void>;
+  stop(): Promise<void>;
+}
+
+export function mosquittoPath(): string | null {
+  for (const p of ['/usr/sbin/mosquitto', '/usr/local/sbin/mosquitto', '/usr/bin/mosquitto']) {
+    const r = spawnSync(p, ['-h'], { stdio: 'ignore' });
+    if (r.error === undefined) return p;
+  }
+  return null;
+}
+
+/** A real broker on a free loopback port: Mosquitto when installed, else aedes in-process. */
+export async function startBroker(): Promise<TestBroker> {
+  const port = await freePort();
+  const bin = mosquittoPath();
+  return bin ? startMosquitto(bin, port) : startAedes(port);
+}
+
+async function startMosquitto(bin: string, port: number): Promise<TestBroker> {
+  const dir = mkdtempSync(join(tmpdir(), 'mosq-'));
+  const conf = join(dir, 'mosquitto.conf');
+  writeFileSync(conf, `listener ${port} 127.0.0.1\nallow_anonymous true\npersistence false\nmax_queued_messages 100000\n`);
+  let child: ChildProcess | null = null;
+  const launch = async (): Promise<void> => {
+    child = spawn(bin, ['-c', conf], { stdio: 'ignore' });
+    await waitForPort(port);
+  };
+  const terminate = async (signal: NodeJS.Signals): Promise<void> => {
+    const c = child as ChildProcess | null;
+    child = null;
+    if (!c || c.exitCode !== null) return;
+    await new Promise<void>((resolve) => {
+      c.once('exit', () => resolve());
+      c.kill(signal);
+    });
+  };
+  await launch();
+  return {
+    port,
+    url: `mqtt://127.0.0.1:${port}`,
+    kind: 'mosquitto',
+    mqtt5: true,
+    kill: () => terminate('SIGKILL'),
+    restart: launch,
+    stop: () => terminate('SIGTERM'),
+  };
+}
+
+async function startAedes(port: number): Promise<TestBroker> {
+  const { Aedes } = (await import('aedes')) as unknown as {
+    Aedes: { createBroker(): Promise<{ handle: (s: Socket) => void; close(cb: () => void): void }> };
+  };
+  let server: Server | null = null;
+  const sockets = new Set<Socket>();
+  let broker: { handle: (s: Socket) => void; close(cb: () => void): void } | null = null;
+  const launch = async (): Promise<void> => {
+    broker = await Aedes.createBroker();
+    const b = broker;
+    server = createServer((s) => {
+      sockets.add(s);
+      s.on('close', () => sockets.delete(s));
+      b.handle(s);
+    });
+    await new Promise<void>((resolve) => server?.listen(port, '127.0.0.1', () => resolve()));
+  };
+  const shut = async (): Promise<void> => {
+    const s = server;
+    server = null;
+    for (const sock of sockets) sock.destroy();
+    if (s) await new Promise<void>((resolve) => s.close(() => resolve()));
+    const b = broker;
+    broker = null;
+    if (b) await new Promise<void>((resolve) => b.close(() => resolve()));
+  };
+  await launch();
+  return { port, url: `mqtt://127.0.0.1:${port}`, kind: 'aedes', mqtt5: false, kill: shut, restart: launch, stop: shut };
+}

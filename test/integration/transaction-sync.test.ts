@@ -1,0 +1,145 @@
+import { mkdtempSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { systemClock } from '../../agent/clock.js';
+import { CURSOR_KEY, TransactionSync, type SyncSettings } from '../../agent/components/transaction-sync.js';
+import { Health } from '../../agent/health.js';
+import { silentLogger } from '../../agent/logger.js';
+import { Metrics } from '../../agent/metrics.js';
+import type { Scheduler } from '../../agent/scheduler.js';
+import { Simulator } from '../../agent/simulator/simulator.js';
+import { Outbox } from '../../agent/store/outbox.js';
+import { UndiciVendorApi } from '../../agent/vendor/undici-vendor-api.js';
+
+const KEY = 'sync-key';
+let sim: Simulator;
+
+/** A scheduler that never fires: the tests run syncs themselves. */
+const manual: Scheduler = { schedule: () => ({ stop: () => undefined }) };
+
+function setup(settings: Partial<SyncSettings> = {}, path?: string) {
+  const dbPath = path ?? join(mkdtempSync(join(tmpdir(), 'sync-')), 'agent.db');
+  const outbox = new Outbox({ path: dbPath });
+  outbox.open();
+  const vendor = new UndiciVendorApi({ baseUrl: sim.url, apiKey: KEY, timeoutMs: 2000, retries: 0, clock: systemClock, logger: silentLogger() });
+  const sync = new TransactionSync({
+    vendor,
+    outbox,
+    scheduler: manual,
+    clock: systemClock,
+    logger: silentLogger(),
+    health: new Health(systemClock),
+    metrics: new Metrics({ defaultMetrics: false }),
+    settings: {
+      schedule: '*/30 * * * * *',
+      pageSize: 20,
+      lookbackMs: 24 * 3_600_000,
+      overlapMs: 60 * 60_000,
+      windowMs: 6 * 3_600_000,
+      timeFormat: 'local',
+      timeZone: 'Asia/Bangkok',
+      ...settings,
+    },
+  });
+  return { outbox, vendor, sync, dbPath, close: async () => { await vendor.close(); outbox.close(); } };
+}
+
+beforeAll(async () => {
+  sim = new Simulator({ apiKey: KEY, chairs: 4 });
+  await sim.start();
+});
+afterAll(() => sim.close());
+beforeEach(() => {
+  sim.model.transactions.length = 0;
+  sim.faults.clear();
+  sim.requests.transactions = 0;
+});
+
+describe('transaction sync', () => {
+  it('pages through several hundred records across windows on the first run', async () => {
+    sim.model.backfill(450, 20 * 3_600_000); // spread over the last 20 hours
+    const t = setup();
+    const result = await t.sync.run();
+    expect(result.windows).toBe(4); // 24 h of lookback in 6 h windows
+    expect(result.inserted).toBe(450);
+    expect(t.outbox.stats().pending).toBe(450);
+    const ids = t.outbox.pending(0, 1000).map((r) => r.transactionId);
+    expect(new Set(ids).size).toBe(450);
+    expect(ids).toEqual([...ids].sort()); // stored in the vendor's chronological order
+    expect(Number(t.outbox.getState(CURSOR_KEY))).toBeGreaterThan(Date.now() - 60_000);
+    await t.close();
+  });
+
+  it('uses the from/to format it is configured for', async () => {
+    sim.model.backfill(30, 3_600_000);
+    for (const timeFormat of ['iso', 'unix', 'unix-ms'] as const) {
+      const t = setup({ timeFormat });
+      expect((await t.sync.run()).inserted).toBe(30);
+      await t.close();
+    }
+  });
+
+  it('keeps its cursor on a vendor error mid-way, and the next run gets everything', async () => {
+    sim.model.backfill(200, 4 * 3_600_000);
+    const t = setup({ lookbackMs: 5 * 3_600_000 }); // one window
+    sim.faults.add({ mode: 'error', status: 500, count: 1, after: 4, endpoints: ['transactions'] });
+    await expect(t.sync.run()).rejects.toThrow(/HTTP 500/);
+    expect(t.outbox.getState(CURSOR_KEY)).toBeUndefined();
+    const partial = t.outbox.stats().pending;
+    expect(partial).toBe(80); // the four pages before the failure are kept
+    const result = await t.sync.run();
+    expect(t.outbox.stats().pending).toBe(200);
+    expect(result.inserted).toBe(120);
+    await t.close();
+  });
+
+  it('resumes from the persisted cursor after a restart, re-reading the overlap', async () => {
+    sim.model.backfill(10, 30 * 60_000);
+    const first = setup();
+    await first.sync.run();
+    const path = first.dbPath;
+    await first.close();
+    // A record that shows up late, dated before the cursor but inside the overlap.
+    const chair = sim.model.chairs.get('MC7002')!;
+    sim.model.backfill(1, 10 * 60_000, chair.deviceId);
+    const again = setup({}, path);
+    const result = await again.sync.run();
+    expect(result.inserted).toBe(1);
+    expect(again.outbox.stats().pending).toBe(11);
+    await again.close();
+  });
+
+  it('stores a playing record again when it becomes finished', async () => {
+    const t = setup();
+    const started = sim.model.start('MC7003', 1, 'promptpay');
+    expect(started.ok).toBe(true);
+    await t.sync.run();
+    sim.model.transactions.at(-1)!.record['Status'] = 'finished';
+    await t.sync.run();
+    const rows = t.outbox.pending(0, 10);
+    expect(rows.map((r) => r.status)).toEqual(['playing', 'finished']);
+    expect(new Set(rows.map((r) => r.transactionId)).size).toBe(1);
+    sim.model.chairs.get('MC7003')!.sessionEndsAt = null;
+    await t.close();
+  });
+
+  it('never runs over itself', async () => {
+    sim.model.backfill(100, 3_600_000);
+    const t = setup();
+    const [a, b] = await Promise.all([t.sync.run(), t.sync.run()]);
+    expect(a).toBe(b);
+    expect(sim.requests.transactions).toBe(a.requests);
+    await t.close();
+  });
+
+  it('writes nothing on a run that finds nothing new', async () => {
+    sim.model.backfill(25, 3_600_000);
+    const t = setup();
+    await t.sync.run();
+    const before = ['', '-wal'].map((x) => statSync(`${t.dbPath}${x}`).mtimeMs).join();
+    for (let i = 0; i < 5; i++) expect((await t.sync.run()).inserted).toBe(0);
+    expect(['', '-wal'].map((x) => statSync(`${t.dbPath}${x}`).mtimeMs).join()).toBe(before);
+    await t.close();
+  });
+});

@@ -1,0 +1,138 @@
+import { mkdtempSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import Database from 'better-sqlite3';
+import { describe, expect, it } from 'vitest';
+import { Outbox, StoreError } from '../../agent/store/outbox.js';
+import { asRecord, vendorRecord } from '../helpers/records.js';
+
+function openStore(maxSizeMb?: number): { outbox: Outbox; path: string } {
+  const path = join(mkdtempSync(join(tmpdir(), 'outbox-')), 'agent.db');
+  const outbox = new Outbox({ path, maxSizeMb });
+  outbox.open();
+  return { outbox, path };
+}
+
+/** Size and modification time of the database and its WAL: what an SD card would see written. */
+function footprint(path: string): string {
+  return [path, `${path}-wal`].map((p) => {
+    try {
+      const s = statSync(p);
+      return `${s.size}@${s.mtimeMs}`;
+    } catch {
+      return 'absent';
+    }
+  }).join(' ');
+}
+
+describe('outbox store', () => {
+  it('keeps one row per (TransactionId, Status), in the order they arrived', () => {
+    const { outbox } = openStore();
+    const playing = vendorRecord({ Status: 'playing' });
+    const other = vendorRecord();
+    expect(outbox.insert([asRecord(playing), asRecord(other)], 'webhook', 1000)).toBe(2);
+    expect(outbox.insert([asRecord(playing)], 'poll', 2000)).toBe(0);
+    const finished = { ...playing, Status: 'finished' };
+    expect(outbox.insert([asRecord(finished), asRecord(finished)], 'poll', 3000)).toBe(1);
+    const rows = outbox.pending(0, 10);
+    expect(rows.map((r) => [r.transactionId, r.status, r.source])).toEqual([
+      [playing['TransactionId'], 'playing', 'webhook'],
+      [other['TransactionId'], 'playing', 'webhook'],
+      [playing['TransactionId'], 'finished', 'poll'],
+    ]);
+    expect(JSON.parse(rows[0]!.record)).toEqual(playing);
+    outbox.close();
+  });
+
+  it('keeps records until marked delivered, and counts the backlog', () => {
+    const { outbox } = openStore();
+    outbox.insert([1, 2, 3].map(() => asRecord(vendorRecord())), 'poll', 5_000);
+    const [a, b] = outbox.pending(0, 10);
+    outbox.markDelivered([a!.seq, b!.seq], 9_000);
+    expect(outbox.stats()).toEqual({ pending: 1, oldestPendingAt: 5_000, delivered: 2, lastDeliveryAt: 9_000 });
+    expect(outbox.pending(0, 10)).toHaveLength(1);
+    expect(outbox.pending(b!.seq, 10).map((r) => r.seq)).toEqual([b!.seq + 1]);
+    outbox.close();
+  });
+
+  it('writes nothing to disk when nothing is new', () => {
+    const { outbox, path } = openStore();
+    const known = [1, 2, 3].map(() => asRecord(vendorRecord()));
+    outbox.insert(known, 'poll', 1000);
+    outbox.setState('sync.cursor', '42');
+    const before = footprint(path);
+    for (let i = 0; i < 20; i++) {
+      outbox.insert(known, 'poll', 2000 + i);
+      outbox.setState('sync.cursor', '42');
+      outbox.stats();
+      outbox.pending(0, 100);
+    }
+    expect(footprint(path)).toBe(before);
+    outbox.close();
+  });
+
+  it('creates its schema once and reopens without migrating again', () => {
+    const { outbox, path } = openStore();
+    outbox.insert([asRecord(vendorRecord())], 'poll', 1);
+    outbox.close();
+    const raw = new Database(path);
+    expect(raw.pragma('user_version', { simple: true })).toBe(1);
+    expect(raw.pragma('journal_mode', { simple: true })).toBe('wal');
+    raw.close();
+    const again = new Outbox({ path });
+    again.open();
+    expect(again.stats().pending).toBe(1);
+    again.close();
+  });
+
+  it('refuses a database from a newer agent instead of damaging it', () => {
+    const { outbox, path } = openStore();
+    outbox.close();
+    const raw = new Database(path);
+    raw.pragma('user_version = 99');
+    raw.close();
+    const newer = new Outbox({ path });
+    expect(() => newer.open()).toThrow(/schema version 99, newer than this agent knows/);
+  });
+
+  it('prunes only delivered records older than the retention, never undelivered ones', () => {
+    const { outbox } = openStore();
+    outbox.insert([1, 2, 3].map(() => asRecord(vendorRecord())), 'poll', 0);
+    const [old, recent] = outbox.pending(0, 10);
+    outbox.markDelivered([old!.seq], 1_000);
+    outbox.markDelivered([recent!.seq], 50_000);
+    expect(outbox.prune(10_000)).toBe(1);
+    expect(outbox.stats()).toMatchObject({ pending: 1, delivered: 1 });
+    expect(outbox.prune(Number.MAX_SAFE_INTEGER)).toBe(1);
+    expect(outbox.stats()).toMatchObject({ pending: 1, delivered: 0 });
+    outbox.close();
+  });
+
+  it('when the database is full: refuses new records with STORE_FULL, keeps every stored one, and recovers after a prune', () => {
+    const { outbox } = openStore(0.25);
+    const events: [boolean, string][] = [];
+    outbox.on('writable', (ok, detail) => events.push([ok, detail]));
+    const big = 'x'.repeat(2000);
+    let stored = 0;
+    let error: unknown;
+    for (let i = 0; i < 1000 && !error; i++) {
+      try {
+        stored += outbox.insert([asRecord(vendorRecord({ Label: big }))], 'webhook', i);
+      } catch (err) {
+        error = err;
+      }
+    }
+    expect(error).toBeInstanceOf(StoreError);
+    expect((error as StoreError).code).toBe('STORE_FULL');
+    expect(events).toEqual([[false, 'database full while storing transactions (disk or storage.maxSizeMb)']]);
+    expect(outbox.stats().pending).toBe(stored);
+    expect(outbox.integrityCheck()).toBe('ok');
+
+    const all = outbox.pending(0, 10_000).map((r) => r.seq);
+    outbox.markDelivered(all, 1);
+    outbox.prune(2);
+    expect(outbox.insert([asRecord(vendorRecord())], 'webhook', 5)).toBe(1);
+    expect(events.at(-1)).toEqual([true, 'writable']);
+    outbox.close();
+  });
+});
