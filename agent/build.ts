@@ -2,27 +2,36 @@ import { systemClock, type Clock } from './clock.js';
 import type { Logger } from './logger.js';
 import type { Config } from './config/schema.js';
 import { ChairRegistry } from './core/chair-registry.js';
-import { formatIsoWithOffset } from './core/vendor-time.js';
 import { Health } from './health.js';
 import { Metrics } from './metrics.js';
 import { errorMessage } from './errors.js';
 import { agentVersion } from './version.js';
+import { bridgeInfo, registerGauges } from './agent-status.js';
 import type { Component } from './components/component.js';
 import { Poller } from './components/poller.js';
+import { webhookHandler } from './components/webhook.js';
+import { TransactionSync } from './components/transaction-sync.js';
+import { OutboxPublisher } from './components/outbox-publisher.js';
+import { Retention } from './components/retention.js';
+import { LedController } from './components/leds.js';
+import { Buttons } from './components/buttons.js';
+import { Indicators, STATUS_LED, chairLedName } from './components/indicators.js';
 import { HttpListener } from './http/listener.js';
 import { sendJson } from './http/body.js';
 import type { Broker } from './mqtt/broker.js';
 import { MqttBroker } from './mqtt/mqtt-broker.js';
 import { MqttBridge } from './mqtt/bridge.js';
+import { MqttStartCommands } from './mqtt/start-commands.js';
 import { OFFLINE, Topics } from './mqtt/topics.js';
 import type { VendorApi } from './vendor/vendor-api.js';
 import { UndiciVendorApi } from './vendor/undici-vendor-api.js';
 import { Outbox } from './store/outbox.js';
 import { cronScheduler, type Scheduler } from './scheduler.js';
-import { webhookHandler } from './components/webhook.js';
-import { TransactionSync } from './components/transaction-sync.js';
-import { OutboxPublisher } from './components/outbox-publisher.js';
-import { Retention } from './components/retention.js';
+import type { GpioDriver } from './gpio/gpio-driver.js';
+import { OnoffDriver } from './gpio/onoff-driver.js';
+import { SimGpioDriver } from './gpio/sim-driver.js';
+import { simGpioRoutes } from './gpio/sim-routes.js';
+import { StartService } from './start/start-service.js';
 
 /** What the agent is built from. Anything left out is made from the config. */
 export interface AgentDeps {
@@ -33,6 +42,7 @@ export interface AgentDeps {
   metrics?: Metrics;
   outbox?: Outbox;
   scheduler?: Scheduler;
+  gpio?: GpioDriver;
 }
 
 export interface Agent {
@@ -51,7 +61,10 @@ export interface Agent {
   readonly outbox: Outbox;
   readonly sync: TransactionSync;
   readonly publisher: OutboxPublisher;
-  readonly retention: Retention;
+  readonly starts: StartService;
+  readonly gpio: GpioDriver;
+  readonly leds: LedController;
+  readonly buttons: Buttons;
   start(): Promise<void>;
   stop(): Promise<void>;
 }
@@ -92,74 +105,67 @@ export function brokerFromConfig(config: Config, topics: Topics, logger: Logger)
   });
 }
 
+export function gpioFromConfig(config: Config, clock: Clock, logger: Logger): GpioDriver {
+  return config.gpio.driver === 'sim'
+    ? new SimGpioDriver(clock)
+    : new OnoffDriver({ logger: logger.child({ component: 'gpio' }), chipBase: config.gpio.chipBase });
+}
+
+/** Minutes of a start that names none: the chair's own, else vendor.sessionMinutes. */
+export function minutesFor(config: Config): (deviceId: string) => number {
+  return (id) => config.gpio.chairs.find((c) => c.deviceId === id)?.minutes ?? config.vendor.sessionMinutes;
+}
+
+export function startServiceFor(config: Config, deps: { vendor: VendorApi; registry: ChairRegistry; clock: Clock; logger: Logger; metrics?: Metrics }): StartService {
+  return new StartService({
+    ...deps,
+    logger: deps.logger.child({ component: 'starts' }),
+    minutesFor: minutesFor(config),
+    confirmTimeoutMs: config.start.confirmTimeoutSeconds * 1000,
+    confirmIntervalMs: config.start.confirmIntervalSeconds * 1000,
+  });
+}
+
+export function registryFor(config: Config): ChairRegistry {
+  return new ChairRegistry({
+    timeZone: config.site.timezone,
+    availableStatuses: config.vendor.availableStatuses,
+    staleAfterMs: 3 * config.vendor.pollSeconds * 1000,
+    expected: config.gpio.chairs.map((c) => c.deviceId),
+  });
+}
+
 /** The composition root: every component, wired, not yet started. */
 export function build(config: Config, deps: AgentDeps): Agent {
   const logger = deps.logger;
   const clock = deps.clock ?? systemClock;
   const metrics = deps.metrics ?? new Metrics();
+  const child = (component: string): Logger => logger.child({ component });
   const health = new Health(clock);
   const topics = new Topics(config.mqtt.baseTopic, config.site.id);
   const vendor = deps.vendor ?? vendorFromConfig(config, clock, logger, metrics);
   const broker = deps.broker ?? brokerFromConfig(config, topics, logger);
-  const periodMs = config.vendor.pollSeconds * 1000;
-  const registry = new ChairRegistry({
-    timeZone: config.site.timezone,
-    availableStatuses: config.vendor.availableStatuses,
-    staleAfterMs: 3 * periodMs,
-    expected: config.gpio.chairs.map((c) => c.deviceId),
-  });
-  const iso = (t: number | null): string | null => (t === null ? null : formatIsoWithOffset(t, config.site.timezone));
   const outbox = deps.outbox ?? new Outbox({ path: config.storage.path, maxSizeMb: config.storage.maxSizeMb });
-  const scheduler = deps.scheduler ?? cronScheduler(config.site.timezone, logger.child({ component: 'scheduler' }));
-  const storeLog = logger.child({ component: 'store' });
-  outbox.on('writable', (ok, detail) => {
-    health.set('database', ok, detail);
-    if (ok) storeLog.info('database writable again');
-    else storeLog.error({ err: detail }, 'database not writable; the agent keeps running and keeps what it has stored');
-  });
-  const backlog = (): Record<string, unknown> => {
-    const st = outbox.stats();
-    return { pending: st.pending, oldestPendingAt: iso(st.oldestPendingAt), delivered: st.delivered, lastDeliveryAt: iso(st.lastDeliveryAt) };
-  };
+  const scheduler = deps.scheduler ?? cronScheduler(config.site.timezone, child('scheduler'));
+  const gpio = deps.gpio ?? gpioFromConfig(config, clock, logger);
+  const registry = registryFor(config);
 
-  const http = new HttpListener({ host: config.http.host, port: config.http.port, logger: logger.child({ component: 'http' }) });
+  const http = new HttpListener({ host: config.http.host, port: config.http.port, logger: child('http') });
   const poller = new Poller({
     vendor,
     registry,
     health,
     clock,
-    logger: logger.child({ component: 'poller' }),
-    periodMs,
+    logger: child('poller'),
+    periodMs: config.vendor.pollSeconds * 1000,
     onPoll: (ok) => metrics.polls.inc({ outcome: ok ? 'ok' : 'error' }),
   });
-  const bridge = new MqttBridge({
-    broker,
-    topics,
-    registry,
-    health,
-    clock,
-    logger: logger.child({ component: 'bridge' }),
-    infoIntervalMs: 60_000,
-    info: () => ({
-      version: agentVersion(),
-      siteId: config.site.id,
-      startedAt: iso(health.startedAt),
-      vendor: { reachable: health.get('vendor').ok, detail: health.get('vendor').detail, baseUrl: config.vendor.baseUrl },
-      broker: { url: broker.description, connected: broker.connected },
-      lastPollAt: iso(health.lastPollAt),
-      lastSyncAt: iso(health.lastSyncAt),
-      backlog: backlog(),
-      chairs: registry.knownIds().length,
-      health: health.ok ? 'ok' : 'degraded',
-    }),
-  });
-
   const sync = new TransactionSync({
     vendor,
     outbox,
     scheduler,
     clock,
-    logger: logger.child({ component: 'sync' }),
+    logger: child('sync'),
     health,
     metrics,
     settings: {
@@ -177,19 +183,69 @@ export function build(config: Config, deps: AgentDeps): Agent {
     broker,
     topics,
     clock,
-    logger: logger.child({ component: 'publisher' }),
+    logger: child('publisher'),
     metrics,
     siteId: config.site.id,
     timeZone: config.site.timezone,
     maxInflight: config.mqtt.maxInflight,
   });
-  const retention = new Retention({
-    outbox,
-    scheduler,
-    clock,
-    logger: logger.child({ component: 'retention' }),
-    retentionDays: config.storage.retentionDays,
+  const retention = new Retention({ outbox, scheduler, clock, logger: child('retention'), retentionDays: config.storage.retentionDays });
+  const sources = { config, clock, health, registry, broker, outbox, inFlight: () => publisher.inFlight };
+  const bridge = new MqttBridge({ broker, topics, registry, health, clock, logger: child('bridge'), infoIntervalMs: 60_000, info: () => bridgeInfo(sources) });
+  const starts = startServiceFor(config, { vendor, registry, clock, logger, metrics });
+  const startCommands = new MqttStartCommands({
+    broker,
+    topics,
+    starts,
+    logger: child('start-commands'),
+    minMinutes: config.start.minMinutes,
+    maxMinutes: config.start.maxMinutes,
   });
+
+  // GPIO: lines are optional equipment. If they cannot be had, the agent runs on without them.
+  const ledSpecs = [
+    ...(config.gpio.statusLed === undefined ? [] : [{ name: STATUS_LED, pin: config.gpio.statusLed }]),
+    ...config.gpio.chairs.flatMap((c) => (c.led === undefined ? [] : [{ name: chairLedName(c.deviceId), pin: c.led }])),
+  ];
+  const buttonSpecs = config.gpio.chairs.flatMap((c) => (c.button === undefined ? [] : [{ deviceId: c.deviceId, pin: c.button }]));
+  let gpioReady = false;
+  const gpioLog = child('gpio');
+  const leds = new LedController({ driver: gpio, clock, logger: gpioLog, specs: ledSpecs, ready: () => gpioReady });
+  const buttons = new Buttons({
+    driver: gpio,
+    ready: () => gpioReady,
+    specs: buttonSpecs,
+    input: { activeLow: config.gpio.activeLow, debounceMs: config.gpio.debounceMs },
+    starts,
+    logger: gpioLog,
+    metrics,
+  });
+  const indicators = new Indicators({ leds, registry, starts, health, chairs: config.gpio.chairs.map((c) => c.deviceId) });
+  const gpioComponent: Component = {
+    name: 'gpio',
+    async start() {
+      if (ledSpecs.length + buttonSpecs.length === 0) return;
+      try {
+        await gpio.init();
+        gpioReady = true;
+      } catch (err) {
+        health.set('gpio', false, errorMessage(err));
+        gpioLog.error({ err: errorMessage(err) }, 'GPIO unavailable; buttons and LEDs will not work, everything else does');
+      }
+    },
+    stop: () => gpio.close(),
+  };
+  const gpioCheck: Component = {
+    name: 'gpio-check',
+    start() {
+      if (!gpioReady) return;
+      const failed = [...leds.failed().map((n) => `LED ${n}`), ...buttons.failed().map((p) => `button pin ${p}`)];
+      if (failed.length > 0) health.set('gpio', false, `cannot use ${failed.join(', ')} (see the log)`);
+      else health.set('gpio', true, `${buttonSpecs.length} button(s), ${ledSpecs.length} LED(s) on ${gpio.kind}`);
+    },
+    stop() {},
+  };
+
   const store: Component = {
     name: 'store',
     start: () => {
@@ -198,56 +254,46 @@ export function build(config: Config, deps: AgentDeps): Agent {
     },
     stop: () => outbox.close(),
   };
-  if (config.webhook.enabled && config.webhook.channelSecret) {
-    http.route(
-      'POST',
-      config.webhook.path,
-      webhookHandler({ secret: config.webhook.channelSecret, outbox, clock, logger: logger.child({ component: 'webhook' }), metrics }),
-    );
-  }
+  const storeLog = child('store');
+  outbox.on('writable', (ok, detail) => {
+    health.set('database', ok, detail);
+    if (ok) storeLog.info('database writable again');
+    else storeLog.error({ err: detail }, 'database not writable; the agent keeps running and keeps what it has stored');
+  });
   // bridge/info carries the backlog: refresh it when the backlog moves (coalesced by the bridge).
   outbox.on('inserted', () => bridge.infoSoon());
   outbox.on('delivered', () => bridge.infoSoon());
 
-  http.route('GET', '/healthz', (_req, res) => {
-    const snap = health.snapshot();
-    sendJson(res, health.ok ? 200 : 503, snap);
-  });
+  if (config.webhook.enabled && config.webhook.channelSecret) {
+    http.route('POST', config.webhook.path, webhookHandler({ secret: config.webhook.channelSecret, outbox, clock, logger: child('webhook'), metrics }));
+  }
+  http.route('GET', '/healthz', (_req, res) => sendJson(res, health.ok ? 200 : 503, health.snapshot()));
   http.route('GET', '/metrics', async (_req, res) => {
     const text = await metrics.text();
     res.writeHead(200, { 'content-type': metrics.contentType });
     res.end(text);
   });
-  metrics.gauge('chair_agent_up', 'Always 1 while the agent runs', () => 1);
-  metrics.gauge('chair_agent_broker_connected', '1 while connected to the broker', () => (broker.connected ? 1 : 0));
-  metrics.gauge('chair_agent_vendor_reachable', '1 while the last chair list poll succeeded', () => (health.get('vendor').ok ? 1 : 0));
-  metrics.gauge('chair_agent_last_poll_timestamp_seconds', 'Time of the last successful poll', () =>
-    health.lastPollAt === null ? null : health.lastPollAt / 1000,
-  );
-  metrics.labelledGauge('chair_agent_chair_online', '1 while the chair is in a fresh list', 'device_id', () =>
-    registry.views().map((v) => [v.deviceId, v.online ? 1 : 0]),
-  );
-  metrics.labelledGauge('chair_agent_chair_running', '1 while the chair runs a session', 'device_id', () =>
-    registry.views().map((v) => [v.deviceId, v.state?.running ? 1 : 0]),
-  );
+  if (gpio instanceof SimGpioDriver) simGpioRoutes(http, gpio);
+  registerGauges(metrics, sources);
 
-  metrics.gauge('chair_agent_outbox_pending', 'Transactions waiting for the broker', () => outbox.stats().pending);
-  metrics.gauge('chair_agent_outbox_oldest_pending_age_seconds', 'Age of the oldest waiting transaction', () => {
-    const oldest = outbox.stats().oldestPendingAt;
-    return oldest === null ? 0 : (clock.now() - oldest) / 1000;
-  });
-  metrics.gauge('chair_agent_outbox_delivered', 'Delivered transactions still kept (retention)', () => outbox.stats().delivered);
-  metrics.gauge('chair_agent_outbox_last_delivery_timestamp_seconds', 'Time of the last PUBACKed transaction', () => {
-    const last = outbox.stats().lastDeliveryAt;
-    return last === null ? null : last / 1000;
-  });
-  metrics.gauge('chair_agent_outbox_inflight', 'Transactions sent and awaiting PUBACK', () => publisher.inFlight);
-  metrics.gauge('chair_agent_last_sync_timestamp_seconds', 'Time of the last completed transaction sync', () =>
-    health.lastSyncAt === null ? null : health.lastSyncAt / 1000,
-  );
-
-  // Start order; stop is the reverse.
-  const components: Component[] = [store, http, bridge, publisher, poller, sync, retention];
+  // Start order; stop is the reverse: starts stop coming in, polling stops, a start under way
+  // finishes, the offline state is published, the database closes, the GPIO lines are released.
+  const components: Component[] = [
+    gpioComponent,
+    leds,
+    store,
+    http,
+    bridge,
+    publisher,
+    starts,
+    poller,
+    sync,
+    retention,
+    indicators,
+    buttons,
+    gpioCheck,
+    startCommands,
+  ];
   const started: Component[] = [];
 
   return {
@@ -266,7 +312,10 @@ export function build(config: Config, deps: AgentDeps): Agent {
     outbox,
     sync,
     publisher,
-    retention,
+    starts,
+    gpio,
+    leds,
+    buttons,
     async start() {
       for (const c of components) {
         try {

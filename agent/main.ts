@@ -26,6 +26,8 @@ async function dispatch(args: ParsedArgs, ctx: CommandContext): Promise<number> 
       return (await import('./cli/commands/check.js')).checkCommand(args, ctx);
     case 'simulate':
       return (await import('./cli/commands/simulate.js')).simulateCommand(args, ctx);
+    case 'start':
+      return (await import('./cli/commands/start.js')).startCommand(args, ctx);
     case 'outbox':
       return (await import('./cli/commands/outbox.js')).outboxCommand(args, ctx);
     case 'schema':

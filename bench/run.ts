@@ -6,8 +6,9 @@ import { writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { benchOutboxFlush, type FlushResult } from './outbox-flush.js';
+import { benchPressLatency } from './press-latency.js';
 import { machineDescription } from './lib/machine.js';
-import { median } from './lib/stats.js';
+import { median, round } from './lib/stats.js';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const only = process.argv.slice(2);
@@ -43,6 +44,24 @@ its \`agent\` object, and commits the delivered marks.
 `);
 }
 
+if (want('press')) {
+  log('press-to-request latency over simulated lines ...');
+  const r = await benchPressLatency();
+  log(JSON.stringify(r));
+  sections.push(`## Press-to-request latency
+
+What: a staff button press on a simulated line (the sim GPIO driver, which debounces like onoff)
+to the moment the vendor simulator receives the control request, over ${r.presses} presses on 4 chairs.
+Included: the ${r.debounceMs} ms debounce (\`gpio.debounceMs\`), the start rules, the HTTP request on loopback.
+
+| p50 | p99 | max |
+|---|---|---|
+| ${r.p50} ms | ${r.p99} ms | ${r.max} ms |
+
+Without the debounce the agent's own share is p50 ${round(r.p50 - r.debounceMs, 1)} ms.
+`);
+}
+
 if (only.length === 0) {
   const text = `# Benchmarks
 
@@ -52,7 +71,7 @@ ${new Date().toISOString().slice(0, 10)}. Every figure below comes from the same
 ${machineDescription().join('\n')}
 
 Each benchmark starts its own Mosquitto on a free loopback port (aedes in-process when Mosquitto
-is not installed). Run one alone with \`npm run bench -- <name>\` (names: flush); that prints
+is not installed). Run one alone with \`npm run bench -- <name>\` (names: flush, press); that prints
 its figures without rewriting this file.
 
 ${sections.join('\n')}`;

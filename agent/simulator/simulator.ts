@@ -21,6 +21,8 @@ export interface SimulatorOptions {
   webhook?: WebhookTarget;
   clock?: Clock;
   logger?: Logger;
+  /** Called as each API request arrives, before any fault or answer (benchmarks time it). */
+  onRequest?: (endpoint: SimEndpoint) => void;
 }
 
 export const SIM_DEFAULT_API_KEY = 'sim-api-key';
@@ -132,6 +134,7 @@ export class Simulator {
     const endpoint = this.endpointOf(req.method ?? 'GET', path);
     if (!endpoint) return sendJson(res, 404, { status: 'error', code: 404, message: 'not found' });
     this.requests[endpoint] += 1;
+    this.opts.onRequest?.(endpoint);
     if (req.headers['apikey'] !== this.opts.apiKey) {
       req.resume();
       return sendJson(res, 401, { status: 'error', code: 401, message: 'invalid api key' });

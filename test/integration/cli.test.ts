@@ -118,6 +118,25 @@ describe('the command line', () => {
     await sub.close();
   });
 
+  it('start starts a chair through the button path and prints the outcome', async () => {
+    const path = writeConfig('start.yaml', goodConfig('start').replace('storage:', 'start: {confirmIntervalSeconds: 0.2}\nstorage:'));
+    const env = { CHAIR_AGENT_VENDOR_API_KEY: KEY, CHAIR_AGENT_WEBHOOK_SECRET: SECRET };
+    const before = sim.requests.control;
+    const ok = await runCli(['start', 'MC7004', '--minutes', '3', '--config', path], env);
+    expect(ok).toMatchObject({ code: 0, stdout: 'MC7004: started for 3 minute(s); the chair reports running\n' });
+    expect(sim.model.transactions.at(-1)?.record).toMatchObject({ DeviceId: 'MC7004', PlayTime: '3' });
+    const busy = await runCli(['start', 'MC7004', '--json', '--config', path], env);
+    expect(busy.code).toBe(1);
+    expect(JSON.parse(busy.stdout)).toEqual({ status: 'error', deviceId: 'MC7004', error: 'chair_busy', message: 'the chair is running' });
+    const unknown = await runCli(['start', 'NOPE', '--config', path], env);
+    expect(unknown).toMatchObject({ code: 1, stdout: 'NOPE: not started: unknown_chair (no such chair at this site)\n' });
+    expect(sim.requests.control).toBe(before + 1);
+    const bad = await runCli(['start', 'MC7003', '--minutes', '999', '--config', path], env);
+    expect(bad.code).toBe(1);
+    expect(bad.stderr).toContain('--minutes must be a whole number from 1 to 60');
+    sim.model.chairs.get('MC7004')!.sessionEndsAt = null;
+  });
+
   it('run exits 1 with a clear message when its port is taken', async () => {
     const first = AgentProcess.start(['run', '--config', writeConfig('p1.yaml', goodConfig('port-a'))], {
       CHAIR_AGENT_VENDOR_API_KEY: KEY,

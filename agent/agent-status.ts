@@ -1,0 +1,71 @@
+import type { Clock } from './clock.js';
+import type { Config } from './config/schema.js';
+import type { ChairRegistry } from './core/chair-registry.js';
+import { formatIsoWithOffset } from './core/vendor-time.js';
+import type { Health } from './health.js';
+import type { Metrics } from './metrics.js';
+import type { Broker } from './mqtt/broker.js';
+import type { Outbox } from './store/outbox.js';
+import { agentVersion } from './version.js';
+
+export interface StatusSources {
+  config: Config;
+  clock: Clock;
+  health: Health;
+  registry: ChairRegistry;
+  broker: Broker;
+  outbox: Outbox;
+  inFlight: () => number;
+}
+
+/** The backlog figures, times in ISO 8601 with the site's offset. */
+export function backlogFigures(s: Pick<StatusSources, 'outbox' | 'config'>): Record<string, unknown> {
+  const st = s.outbox.stats();
+  const iso = (t: number | null): string | null => (t === null ? null : formatIsoWithOffset(t, s.config.site.timezone));
+  return { pending: st.pending, oldestPendingAt: iso(st.oldestPendingAt), delivered: st.delivered, lastDeliveryAt: iso(st.lastDeliveryAt) };
+}
+
+/** The bridge/info payload. */
+export function bridgeInfo(s: StatusSources): Record<string, unknown> {
+  const { config, health } = s;
+  const iso = (t: number | null): string | null => (t === null ? null : formatIsoWithOffset(t, config.site.timezone));
+  return {
+    version: agentVersion(),
+    siteId: config.site.id,
+    startedAt: iso(health.startedAt),
+    vendor: { reachable: health.get('vendor').ok, detail: health.get('vendor').detail, baseUrl: config.vendor.baseUrl },
+    broker: { url: s.broker.description, connected: s.broker.connected },
+    lastPollAt: iso(health.lastPollAt),
+    lastSyncAt: iso(health.lastSyncAt),
+    backlog: backlogFigures(s),
+    chairs: s.registry.knownIds().length,
+    health: health.ok ? 'ok' : 'degraded',
+  };
+}
+
+/** Gauges read from the agent's state at scrape time. */
+export function registerGauges(metrics: Metrics, s: StatusSources): void {
+  const { health, registry, broker, outbox, clock } = s;
+  metrics.gauge('chair_agent_up', 'Always 1 while the agent runs', () => 1);
+  metrics.gauge('chair_agent_broker_connected', '1 while connected to the broker', () => (broker.connected ? 1 : 0));
+  metrics.gauge('chair_agent_vendor_reachable', '1 while the last chair list poll succeeded', () => (health.get('vendor').ok ? 1 : 0));
+  metrics.gauge('chair_agent_database_writable', '1 while the database takes writes', () => (health.get('database').ok ? 1 : 0));
+  metrics.gauge('chair_agent_gpio_ok', '1 while every configured GPIO line works', () => (health.get('gpio').ok ? 1 : 0));
+  const seconds = (t: number | null): number | null => (t === null ? null : t / 1000);
+  metrics.gauge('chair_agent_last_poll_timestamp_seconds', 'Time of the last successful poll', () => seconds(health.lastPollAt));
+  metrics.gauge('chair_agent_last_sync_timestamp_seconds', 'Time of the last completed transaction sync', () => seconds(health.lastSyncAt));
+  metrics.labelledGauge('chair_agent_chair_online', '1 while the chair is in a fresh list', 'device_id', () =>
+    registry.views().map((v) => [v.deviceId, v.online ? 1 : 0]),
+  );
+  metrics.labelledGauge('chair_agent_chair_running', '1 while the chair runs a session', 'device_id', () =>
+    registry.views().map((v) => [v.deviceId, v.state?.running ? 1 : 0]),
+  );
+  metrics.gauge('chair_agent_outbox_pending', 'Transactions waiting for the broker', () => outbox.stats().pending);
+  metrics.gauge('chair_agent_outbox_oldest_pending_age_seconds', 'Age of the oldest waiting transaction', () => {
+    const oldest = outbox.stats().oldestPendingAt;
+    return oldest === null ? 0 : (clock.now() - oldest) / 1000;
+  });
+  metrics.gauge('chair_agent_outbox_delivered', 'Delivered transactions still kept (retention)', () => outbox.stats().delivered);
+  metrics.gauge('chair_agent_outbox_last_delivery_timestamp_seconds', 'Time of the last PUBACKed transaction', () => seconds(outbox.stats().lastDeliveryAt));
+  metrics.gauge('chair_agent_outbox_inflight', 'Transactions sent and awaiting PUBACK', () => s.inFlight());
+}

@@ -1,0 +1,60 @@
+import type { Logger } from '../logger.js';
+import type { Metrics } from '../metrics.js';
+import { errorMessage } from '../errors.js';
+import type { GpioDriver, GpioInput, InputOptions } from '../gpio/gpio-driver.js';
+import type { StartService } from '../start/start-service.js';
+import type { Component } from './component.js';
+
+export interface ButtonSpec {
+  deviceId: string;
+  pin: number;
+}
+
+/** Staff buttons: a debounced press starts its chair; a press while a start is under way is ignored. */
+export class Buttons implements Component {
+  readonly name = 'buttons';
+  private readonly inputs: GpioInput[] = [];
+  private readonly failedPins: number[] = [];
+
+  constructor(
+    private readonly deps: {
+      driver: GpioDriver;
+      ready: () => boolean;
+      specs: readonly ButtonSpec[];
+      input: InputOptions;
+      starts: StartService;
+      logger: Logger;
+      metrics: Metrics;
+    },
+  ) {}
+
+  start(): void {
+    if (!this.deps.ready()) return;
+    for (const spec of this.deps.specs) {
+      try {
+        this.inputs.push(this.deps.driver.openInput(spec.pin, this.deps.input, () => this.pressed(spec.deviceId)));
+      } catch (err) {
+        this.failedPins.push(spec.pin);
+        this.deps.logger.error({ deviceId: spec.deviceId, pin: spec.pin, err: errorMessage(err) }, 'cannot open button line');
+      }
+    }
+  }
+
+  stop(): void {
+    for (const input of this.inputs.splice(0)) input.close();
+  }
+
+  failed(): number[] {
+    return [...this.failedPins];
+  }
+
+  pressed(deviceId: string): void {
+    this.deps.metrics.buttonPresses.inc({ device_id: deviceId });
+    if (this.deps.starts.isStarting(deviceId)) {
+      this.deps.logger.info({ deviceId }, 'button press ignored: a start of this chair is under way');
+      return;
+    }
+    this.deps.logger.info({ deviceId }, 'button pressed');
+    void this.deps.starts.startChair(deviceId, { source: 'button' });
+  }
+}

@@ -1,0 +1,163 @@
+import { EventEmitter } from 'node:events';
+import type { Clock } from '../clock.js';
+import type { Logger } from '../logger.js';
+import type { Metrics } from '../metrics.js';
+import { errorMessage } from '../errors.js';
+import type { ChairRegistry } from '../core/chair-registry.js';
+import { checkStart, REFUSAL_TEXT, type StartRefusal } from '../core/start-rules.js';
+import { VendorError } from '../vendor/errors.js';
+import type { ChairReading, VendorApi } from '../vendor/vendor-api.js';
+import type { Component } from '../components/component.js';
+
+export type StartSource = 'button' | 'mqtt' | 'cli';
+
+export type StartError =
+  | StartRefusal
+  | 'vendor_refused'
+  | 'vendor_unauthorized'
+  | 'vendor_unreachable'
+  | 'vendor_timeout'
+  | 'not_confirmed'
+  | 'stopping';
+
+export type StartOutcome =
+  | { ok: true; deviceId: string; minutes: number }
+  | { ok: false; deviceId: string; error: StartError; message: string };
+
+export interface StartEvents {
+  starting: [deviceId: string];
+  finished: [outcome: StartOutcome];
+}
+
+export interface StartServiceDeps {
+  vendor: VendorApi;
+  registry: ChairRegistry;
+  clock: Clock;
+  logger: Logger;
+  metrics?: Metrics;
+  /** Minutes for a chair when the request names none. */
+  minutesFor: (deviceId: string) => number;
+  confirmTimeoutMs: number;
+  confirmIntervalMs: number;
+  /** How long stop() waits for a start under way. */
+  drainMs?: number;
+}
+
+/**
+ * Starting a chair, whoever asks. A start that the rules refuse never reaches the vendor;
+ * an accepted one makes exactly one control call, never retried. When that call's fate is
+ * unknown (timeout, reset, 5xx) the chair's status tells whether it started. After a
+ * successful call the status is read until the chair reports running, for a bounded time.
+ */
+export class StartService extends EventEmitter<StartEvents> implements Component {
+  readonly name = 'starts';
+  private readonly inFlight = new Map<string, Promise<StartOutcome>>();
+  private stopping = false;
+
+  constructor(private readonly deps: StartServiceDeps) {
+    super();
+  }
+
+  start(): void {
+    this.stopping = false;
+  }
+
+  /** Refuses new starts and lets those under way finish (bounded). */
+  async stop(): Promise<void> {
+    this.stopping = true;
+    if (this.inFlight.size === 0) return;
+    this.deps.logger.info({ chairs: [...this.inFlight.keys()] }, 'waiting for starts under way');
+    await Promise.race([Promise.allSettled(this.inFlight.values()), this.deps.clock.sleep(this.deps.drainMs ?? 5_000)]);
+  }
+
+  isStarting(deviceId: string): boolean {
+    return this.inFlight.has(deviceId);
+  }
+
+  async startChair(deviceId: string, request: { minutes?: number | undefined; source: StartSource }): Promise<StartOutcome> {
+    const log = this.deps.logger.child({ deviceId, source: request.source });
+    if (this.stopping) return this.refused(log, request.source, deviceId, 'stopping', 'the agent is stopping');
+    const refusal = checkStart(this.deps.registry.view(deviceId), this.inFlight.has(deviceId));
+    if (refusal) return this.refused(log, request.source, deviceId, refusal, REFUSAL_TEXT[refusal]);
+    const minutes = request.minutes ?? this.deps.minutesFor(deviceId);
+    const run = this.run(deviceId, minutes, log);
+    this.inFlight.set(deviceId, run);
+    this.emit('starting', deviceId);
+    log.info({ minutes }, 'starting chair');
+    let outcome: StartOutcome;
+    try {
+      outcome = await run;
+    } finally {
+      this.inFlight.delete(deviceId);
+    }
+    this.deps.metrics?.starts.inc({ source: request.source, outcome: outcome.ok ? 'ok' : outcome.error });
+    if (outcome.ok) log.info({ minutes: outcome.minutes }, 'chair started');
+    else log.warn({ error: outcome.error, reason: outcome.message }, 'chair start failed');
+    this.emit('finished', outcome);
+    return outcome;
+  }
+
+  /** A start the rules refused: no control call was made. */
+  private refused(log: Logger, source: StartSource, deviceId: string, error: StartError, message: string): StartOutcome {
+    const outcome: StartOutcome = { ok: false, deviceId, error, message };
+    this.deps.metrics?.starts.inc({ source, outcome: error });
+    log.info({ error, reason: message }, 'start refused, no control call made');
+    // A start already under way shows itself (fast blink); any other refusal is a failed start.
+    if (error !== 'start_in_flight' && error !== 'stopping') this.emit('finished', outcome);
+    return outcome;
+  }
+
+  private async run(deviceId: string, minutes: number, log: Logger): Promise<StartOutcome> {
+    const fail = (error: StartError, message: string): StartOutcome => ({ ok: false, deviceId, error, message });
+    try {
+      await this.deps.vendor.control(deviceId, minutes);
+    } catch (err) {
+      if (!(err instanceof VendorError)) return fail('vendor_unreachable', errorMessage(err));
+      if (err.ambiguous) {
+        // The vendor may have acted on it: ask the chair before saying anything.
+        log.warn({ code: err.code, err: err.message }, 'control call outcome unknown; reading the chair status');
+        const reading = await this.readStatus(deviceId, log);
+        if (reading && this.deps.registry.applyReading(reading).running) return { ok: true, deviceId, minutes };
+        return fail(err.code === 'VENDOR_TIMEOUT' ? 'vendor_timeout' : 'vendor_unreachable', `${err.message}; the chair did not start`);
+      }
+      switch (err.code) {
+        case 'VENDOR_UNAUTHORIZED':
+          return fail('vendor_unauthorized', err.message);
+        case 'VENDOR_NOT_FOUND':
+          return fail('unknown_chair', 'the vendor does not know this chair');
+        case 'VENDOR_UNREACHABLE':
+        case 'VENDOR_ABORTED':
+          return fail('vendor_unreachable', err.message);
+        case 'VENDOR_TIMEOUT':
+          return fail('vendor_timeout', err.message);
+        default:
+          return fail('vendor_refused', err.message);
+      }
+    }
+    return this.confirm(deviceId, minutes, log);
+  }
+
+  /** Reads the status until the chair reports running, for at most confirmTimeoutMs. */
+  private async confirm(deviceId: string, minutes: number, log: Logger): Promise<StartOutcome> {
+    const { clock, confirmTimeoutMs, confirmIntervalMs } = this.deps;
+    const deadline = clock.now() + confirmTimeoutMs;
+    for (;;) {
+      const reading = await this.readStatus(deviceId, log);
+      if (reading && this.deps.registry.applyReading(reading).running) return { ok: true, deviceId, minutes };
+      const left = deadline - clock.now();
+      if (left <= 0) {
+        return { ok: false, deviceId, error: 'not_confirmed', message: `the vendor accepted the start but the chair did not report running within ${confirmTimeoutMs / 1000} s` };
+      }
+      await clock.sleep(Math.min(confirmIntervalMs, left));
+    }
+  }
+
+  private async readStatus(deviceId: string, log: Logger): Promise<ChairReading | null> {
+    try {
+      return await this.deps.vendor.chairStatus(deviceId);
+    } catch (err) {
+      log.warn({ err: errorMessage(err) }, 'chair status read failed');
+      return null;
+    }
+  }
+}
