@@ -26,6 +26,8 @@ async function dispatch(args: ParsedArgs, ctx: CommandContext): Promise<number> 
       return (await import('./cli/commands/check.js')).checkCommand(args, ctx);
     case 'simulate':
       return (await import('./cli/commands/simulate.js')).simulateCommand(args, ctx);
+    case 'doctor':
+      return (await import('./cli/commands/doctor.js')).doctorCommand(args, ctx);
     case 'start':
       return (await import('./cli/commands/start.js')).startCommand(args, ctx);
     case 'outbox':
@@ -61,6 +63,7 @@ async function main(): Promise<void> {
     signal: stop.signal,
     stdin: process.stdin.isTTY ? process.stdin : undefined,
     stdoutIsTTY: process.stdout.isTTY === true,
+    pid: process.pid,
   };
 
   let code: number;

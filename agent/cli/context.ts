@@ -8,6 +8,7 @@ export interface CommandContext {
   /** Standard input when it is a terminal (the demo's keys), else undefined. */
   stdin?: NodeJS.ReadStream | undefined;
   stdoutIsTTY: boolean;
+  pid: number;
 }
 
 export const EXIT_OK = 0;

@@ -30,6 +30,8 @@ export interface Broker extends EventEmitter<BrokerEvents> {
   readonly connected: boolean;
   /** Starts connecting (and reconnecting) in the background. */
   connect(): void;
+  /** Resolves once the first connection attempt has succeeded or failed. */
+  firstAttempt(): Promise<void>;
   publish(topic: string, payload: string | Buffer, options: PublishOptions): Promise<void>;
   subscribe(filter: string): Promise<void>;
   unsubscribe(filter: string): Promise<void>;

@@ -28,6 +28,7 @@ export class MqttBroker extends EventEmitter<BrokerEvents> implements Broker {
   readonly description: string;
   private lastError = '';
   private serverReceiveMaximum = 65_535;
+  private attempted: Promise<void> = new Promise(() => undefined);
 
   constructor(private readonly opts: MqttBrokerOptions) {
     super();
@@ -60,6 +61,9 @@ export class MqttBroker extends EventEmitter<BrokerEvents> implements Broker {
     if (o.key) options.key = readFileSync(o.key);
     const client = mqtt.connect(o.url, options);
     this.client = client;
+    this.attempted = new Promise((resolve) => {
+      for (const event of ['connect', 'error', 'close', 'offline'] as const) client.once(event, () => resolve());
+    });
     client.on('connect', (connack) => {
       // mqtt.js leaves Nagle's algorithm on: small PUBLISH packets would wait for delayed ACKs.
       (client.stream as { setNoDelay?: (on: boolean) => void } | undefined)?.setNoDelay?.(true);
@@ -83,6 +87,10 @@ export class MqttBroker extends EventEmitter<BrokerEvents> implements Broker {
       if (props?.correlationData) msg.correlationData = Buffer.from(props.correlationData);
       this.emit('message', msg);
     });
+  }
+
+  firstAttempt(): Promise<void> {
+    return this.attempted;
   }
 
   publish(topic: string, payload: string | Buffer, options: PublishOptions): Promise<void> {

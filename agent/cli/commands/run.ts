@@ -7,6 +7,15 @@ import { EXIT_FAILURE, EXIT_OK, type CommandContext } from '../context.js';
 import { loadForCommand } from '../load-config.js';
 import { EXIT_CONFIG } from '../context.js';
 import { secretValues } from '../secrets.js';
+import { serviceNotifier } from '../../systemd-notify.js';
+import type { Agent } from '../../build.js';
+
+/** The one-line STATUS= for `systemctl status`. */
+function statusLine(agent: Agent): string {
+  const failing = (['vendor', 'broker', 'database', 'gpio'] as const).filter((n) => !agent.health.get(n).ok);
+  const chairs = agent.registry.views().filter((v) => v.online).length;
+  return failing.length === 0 ? `ok: ${chairs} chair(s) online` : `degraded: ${failing.map((n) => `${n}: ${agent.health.get(n).detail}`).join('; ')}`;
+}
 
 async function prettyDestination(ctx: CommandContext): Promise<DestinationStream | undefined> {
   try {
@@ -25,6 +34,7 @@ export async function runCommand(args: ParsedArgs, ctx: CommandContext): Promise
   const destination = args.values['pretty'] === true ? await prettyDestination(ctx) : undefined;
   const logger = createLogger({ level: config.log.level, destination, secrets: secretValues(config) });
   const agent = build(config, { logger });
+  const notifier = serviceNotifier(ctx.env, logger.child({ component: 'systemd' }), agent.clock, ctx.pid);
   try {
     await agent.start();
   } catch (err) {
@@ -32,12 +42,21 @@ export async function runCommand(args: ParsedArgs, ctx: CommandContext): Promise
     logger.flush();
     return EXIT_FAILURE;
   }
+  // READY once the database and the listener are up and the broker has been tried once.
+  await Promise.race([agent.broker.firstAttempt(), agent.clock.sleep(15_000)]);
+  notifier.ready(statusLine(agent));
+  notifier.startWatchdog();
+  const onHealth = (): void => notifier.status(statusLine(agent));
+  agent.health.on('change', onHealth);
   await new Promise<void>((resolve) => {
     if (ctx.signal.aborted) resolve();
     else ctx.signal.addEventListener('abort', () => resolve(), { once: true });
   });
+  agent.health.off('change', onHealth);
   logger.info({ reason: String(ctx.signal.reason ?? 'signal') }, 'stopping');
+  notifier.stopping();
   await agent.stop();
+  notifier.stopWatchdog();
   logger.info('stopped');
   logger.flush();
   return EXIT_OK;

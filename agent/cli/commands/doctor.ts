@@ -1,0 +1,219 @@
+import { accessSync, constants, existsSync, readFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import mqtt from 'mqtt';
+import { vendorFromConfig } from '../../build.js';
+import { systemClock } from '../../clock.js';
+import { redactUrl } from '../../config/mask.js';
+import type { Config } from '../../config/schema.js';
+import { parseVendorTime } from '../../core/vendor-time.js';
+import { errorCode, errorMessage } from '../../errors.js';
+import { findHeaderBase, listChips } from '../../gpio/sysfs-chip.js';
+import { createLogger } from '../../logger.js';
+import { Outbox } from '../../store/outbox.js';
+import { isVendorError } from '../../vendor/errors.js';
+import type { ParsedArgs } from '../args.js';
+import { EXIT_CONFIG, EXIT_FAILURE, EXIT_OK, type CommandContext } from '../context.js';
+import { configPath, loadForCommand } from '../load-config.js';
+import { secretValues } from '../secrets.js';
+
+export interface CheckLine {
+  name: string;
+  ok: boolean;
+  detail: string;
+  hint?: string;
+}
+
+export interface DoctorOptions {
+  sysfsRoot?: string;
+  brokerTimeoutMs?: number;
+}
+
+function databaseCheck(config: Config): CheckLine {
+  const path = config.storage.path;
+  const name = 'database';
+  if (!existsSync(path)) {
+    const dir = dirname(path);
+    try {
+      accessSync(dir, constants.W_OK);
+      return { name, ok: true, detail: `${path} does not exist yet; ${dir} is writable, the agent creates it on start` };
+    } catch (err) {
+      return {
+        name,
+        ok: false,
+        detail: `${path} does not exist and ${dir} is not writable (${errorCode(err) ?? 'error'})`,
+        hint: 'the unit creates /var/lib/chair-agent (StateDirectory=); elsewhere create the directory for the service user or change storage.path',
+      };
+    }
+  }
+  try {
+    accessSync(path, constants.R_OK | constants.W_OK);
+    accessSync(dirname(path), constants.W_OK); // WAL and shared-memory files live beside it
+  } catch (err) {
+    return {
+      name,
+      ok: false,
+      detail: `${path} is not writable by this user (${errorCode(err) ?? 'error'})`,
+      hint: 'run doctor as the service user (sudo -u chair-agent chair-agent doctor), or fix the owner: chown -R chair-agent: /var/lib/chair-agent',
+    };
+  }
+  const outbox = new Outbox({ path, readonly: true });
+  try {
+    outbox.open();
+    const integrity = outbox.integrityCheck();
+    const st = outbox.stats();
+    if (integrity !== 'ok') return { name, ok: false, detail: `${path}: integrity check says ${integrity}`, hint: 'stop the agent, keep a copy of the file, and see the troubleshooting section of the README' };
+    return { name, ok: true, detail: `${path} writable; ${st.pending} transaction(s) waiting, ${st.delivered} delivered` };
+  } catch (err) {
+    return { name, ok: false, detail: `${path}: ${errorMessage(err)}`, hint: 'is it a chair-agent database? check storage.path' };
+  } finally {
+    outbox.close();
+  }
+}
+
+async function vendorChecks(config: Config): Promise<CheckLine[]> {
+  const logger = createLogger({ level: 'silent' });
+  const vendor = vendorFromConfig(config, systemClock, logger);
+  const name = 'vendor API';
+  try {
+    const list = await vendor.listChairs({ retries: 0 });
+    const lines: CheckLine[] = [{ name, ok: true, detail: `${config.vendor.baseUrl} answered with the key: ${list.chairs.length} chair(s) listed` }];
+    const missing = config.gpio.chairs.map((c) => c.deviceId).filter((id) => !list.chairs.some((c) => c.deviceId === id));
+    if (missing.length > 0) {
+      lines.push({ name: 'chairs', ok: false, detail: `configured but not listed by the vendor: ${missing.join(', ')}`, hint: 'check gpio.chairs[].deviceId against the vendor list' });
+    }
+    const serverTime = list.chairs.find((c) => c.serverTime)?.serverTime;
+    const vendorNow = serverTime ? parseVendorTime(serverTime, config.site.timezone) : null;
+    if (vendorNow !== null) {
+      const skew = Math.round((Date.now() - vendorNow) / 1000);
+      lines.push(
+        Math.abs(skew) <= 60
+          ? { name: 'clock', ok: true, detail: `within ${Math.abs(skew)} s of the vendor's ServerTime (${config.site.timezone})` }
+          : {
+              name: 'clock',
+              ok: false,
+              detail: `${skew > 0 ? 'ahead of' : 'behind'} the vendor's ServerTime by ${Math.abs(skew)} s`,
+              hint: 'a Pi has no battery clock: check time sync (timedatectl; systemd-timesyncd) and site.timezone',
+            },
+      );
+    }
+    return lines;
+  } catch (err) {
+    const code = isVendorError(err) ? err.code : 'error';
+    const hints: Record<string, string> = {
+      VENDOR_UNAUTHORIZED: 'the vendor refused the key: check /etc/chair-agent/credentials/vendor-api-key (or vendor.apiKey)',
+      VENDOR_UNREACHABLE: 'check vendor.baseUrl, DNS and the uplink (curl -I the base URL from this box)',
+      VENDOR_TIMEOUT: 'the vendor is slow or the uplink drops packets; raise vendor.requestTimeoutSeconds if it persists',
+      VENDOR_BAD_ENVELOPE: 'something answered that is not the vendor API: check vendor.baseUrl (and any proxy)',
+      VENDOR_NOT_FOUND: 'the list endpoint is missing: check vendor.baseUrl (no trailing /api)',
+    };
+    return [{ name, ok: false, detail: `${config.vendor.baseUrl}: ${errorMessage(err)}`, hint: hints[code] ?? 'check vendor.baseUrl and the uplink' }];
+  } finally {
+    await vendor.close();
+  }
+}
+
+function brokerHint(message: string, config: Config): string {
+  if (/ECONNREFUSED/.test(message)) return 'nothing listens there: is Mosquitto running (systemctl status mosquitto)? check mqtt.url host and port';
+  if (/ENOTFOUND|EAI_AGAIN/.test(message)) return 'the broker host name does not resolve: check mqtt.url';
+  if (/Not authorized|Bad username or password|not authorised/i.test(message)) return 'the broker refused the login: check mqtt.username and the credential mqtt-password';
+  if (/certificate|self.signed|SSL|TLS/i.test(message)) return 'TLS failed: check mqtt.ca (the CA of the broker certificate), mqtt.cert/key, or the host name in mqtt.url';
+  if (/protocol|Unsupported/i.test(message) && config.mqtt.protocolVersion === 5) return 'the broker may not speak MQTT 5: set mqtt.protocolVersion: 4';
+  if (/timed out/.test(message)) return 'no answer: a firewall, or a wrong port (mqtts is usually 8883)';
+  return 'check mqtt.url and the broker log';
+}
+
+function brokerCheck(config: Config, timeoutMs: number): Promise<CheckLine> {
+  const m = config.mqtt;
+  const name = 'broker';
+  const where = redactUrl(m.url);
+  return new Promise((resolve) => {
+    const options: mqtt.IClientOptions = {
+      clientId: `chair-agent-doctor-${process.pid}`,
+      protocolVersion: m.protocolVersion,
+      reconnectPeriod: 0,
+      connectTimeout: timeoutMs,
+      rejectUnauthorized: m.rejectUnauthorized,
+    };
+    if (m.username) options.username = m.username;
+    if (m.password) options.password = m.password;
+    try {
+      if (m.ca) options.ca = readFileSync(m.ca);
+      if (m.cert) options.cert = readFileSync(m.cert);
+      if (m.key) options.key = readFileSync(m.key);
+    } catch (err) {
+      resolve({ name, ok: false, detail: `${where}: ${errorMessage(err)}`, hint: 'check mqtt.ca, mqtt.cert and mqtt.key' });
+      return;
+    }
+    const client = mqtt.connect(m.url, options);
+    let done = false;
+    const finish = (line: CheckLine): void => {
+      if (done) return;
+      done = true;
+      clearTimeout(timer);
+      client.end(true);
+      resolve(line);
+    };
+    const timer = setTimeout(() => finish({ name, ok: false, detail: `${where}: timed out after ${timeoutMs} ms`, hint: brokerHint('timed out', config) }), timeoutMs + 500);
+    client.on('connect', () => finish({ name, ok: true, detail: `${where} accepted the connection (MQTT ${m.protocolVersion === 5 ? '5' : '3.1.1'})` }));
+    client.on('error', (err) => finish({ name, ok: false, detail: `${where}: ${errorMessage(err)}`, hint: brokerHint(errorMessage(err), config) }));
+    client.on('close', () => finish({ name, ok: false, detail: `${where}: the connection was closed before the broker accepted it`, hint: brokerHint('closed', config) }));
+  });
+}
+
+/** GPIO as far as it can be checked without touching a line the running agent may hold. */
+function gpioCheck(config: Config, sysfsRoot: string): CheckLine {
+  const name = 'gpio';
+  const pins = [
+    ...(config.gpio.statusLed === undefined ? [] : [config.gpio.statusLed]),
+    ...config.gpio.chairs.flatMap((c) => [c.button, c.led].filter((p): p is number => p !== undefined)),
+  ];
+  if (pins.length === 0) return { name, ok: true, detail: 'no GPIO lines configured' };
+  if (config.gpio.driver === 'sim') return { name, ok: true, detail: `sim driver: ${pins.length} simulated line(s), no hardware used` };
+  const exportFile = join(sysfsRoot, 'export');
+  if (!existsSync(exportFile)) {
+    return { name, ok: false, detail: `no sysfs GPIO on this machine (${exportFile} is missing)`, hint: 'on a Raspberry Pi OS kernel it is there; elsewhere use gpio.driver: sim' };
+  }
+  try {
+    accessSync(exportFile, constants.W_OK);
+  } catch {
+    return { name, ok: false, detail: `${exportFile} is not writable by this user (EACCES)`, hint: 'the service user must be in the gpio group: sudo usermod -aG gpio chair-agent (the installer does)' };
+  }
+  const found = config.gpio.chipBase === undefined ? findHeaderBase(sysfsRoot) : null;
+  const base = config.gpio.chipBase ?? found?.base;
+  if (base === undefined) {
+    return { name, ok: false, detail: `no gpiochip under ${sysfsRoot}`, hint: 'set gpio.chipBase (the sysfs number of BCM 0)' };
+  }
+  const chip = config.gpio.chipBase === undefined ? listChips(sysfsRoot).find((c) => c.base === base) : undefined;
+  const outside = chip ? pins.filter((p) => p >= chip.ngpio) : [];
+  if (outside.length > 0) return { name, ok: false, detail: `BCM ${outside.join(', ')} beyond ${chip?.name} (${chip?.ngpio} lines)`, hint: 'check the pin numbers (BCM, as printed on the pinout)' };
+  const from = found ? `${found.chip.name} (${found.chip.label})` : 'gpio.chipBase';
+  return { name, ok: true, detail: `sysfs writable; BCM 0 is sysfs ${base} (${from}); ${pins.length} line(s): BCM ${pins.join(', ')}` };
+}
+
+export async function runDoctor(config: Config, path: string, options: DoctorOptions = {}): Promise<CheckLine[]> {
+  const lines: CheckLine[] = [{ name: 'config', ok: true, detail: `${path} valid (site ${config.site.id})` }];
+  lines.push(databaseCheck(config));
+  const [vendor, broker] = await Promise.all([vendorChecks(config), brokerCheck(config, options.brokerTimeoutMs ?? 5_000)]);
+  lines.push(...vendor, broker);
+  lines.push(gpioCheck(config, options.sysfsRoot ?? '/sys/class/gpio'));
+  return lines;
+}
+
+export function formatCheck(line: CheckLine): string {
+  return `${line.ok ? 'ok  ' : 'FAIL'}  ${line.name.padEnd(10)}  ${line.detail}${line.hint ? `\n            hint: ${line.hint}` : ''}`;
+}
+
+export async function doctorCommand(args: ParsedArgs, ctx: CommandContext): Promise<number> {
+  const path = configPath(args.config, ctx.env);
+  const loaded = loadForCommand(args.config, ctx);
+  if (!loaded) {
+    ctx.stdout(`${formatCheck({ name: 'config', ok: false, detail: `${path} is not valid (the problems are above)`, hint: 'fix them; chair-agent check --config FILE shows the result' })}\n`);
+    return EXIT_CONFIG;
+  }
+  const lines = await runDoctor(loaded.config, path);
+  // Whatever a library put in a message, no secret leaves here.
+  const secrets = secretValues(loaded.config).filter((s) => s.length >= 4);
+  const text = lines.map(formatCheck).join('\n');
+  ctx.stdout(`${secrets.reduce((t, s) => t.split(s).join('********'), text)}\n`);
+  return lines.every((l) => l.ok) ? EXIT_OK : EXIT_FAILURE;
+}
