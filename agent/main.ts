@@ -32,11 +32,10 @@ async function dispatch(args: ParsedArgs, ctx: CommandContext): Promise<number> 
       return (await import('./cli/commands/start.js')).startCommand(args, ctx);
     case 'outbox':
       return (await import('./cli/commands/outbox.js')).outboxCommand(args, ctx);
+    case 'demo':
+      return (await import('./cli/commands/demo.js')).demoCommand(args, ctx);
     case 'schema':
       return (await import('./cli/commands/schema.js')).schemaCommand(ctx);
-    default:
-      ctx.stderr(`chair-agent: "${args.verb}" is not available yet\n`);
-      return EXIT_FAILURE;
   }
 }
 

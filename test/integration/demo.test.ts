@@ -1,0 +1,65 @@
+import { spawn, spawnSync } from 'node:child_process';
+import { describe, expect, it } from 'vitest';
+import { renderView } from '../../agent/demo/view.js';
+import { MAIN } from '../helpers/cli.js';
+import { Subscriber } from '../helpers/subscriber.js';
+import { waitFor } from '../helpers/wait.js';
+
+const hasScript = spawnSync('script', ['--version']).status === 0;
+const strip = (s: string): string => s.replace(/\x1b\[[0-9;?]*[a-zA-Z]/g, '');
+
+describe('chair-agent demo', () => {
+  it('runs without a terminal: logs, can be watched over MQTT and pressed over HTTP, stops on SIGINT', async () => {
+    const child = spawn(process.execPath, [MAIN, 'demo', '--minute-seconds', '60'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    child.stdout.on('data', (d: Buffer) => (out += d.toString()));
+    const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
+    const watch = await waitFor(() => /mosquitto_sub -h 127\.0\.0\.1 -p (\d+) -V mqttv311 -t 'chair-agent\/#' -v/.exec(out), 'the watch line');
+    const press = await waitFor(() => /curl -X POST (http:\/\/127\.0\.0\.1:\d+\/sim\/gpio\/17\/press)/.exec(out), 'the press line');
+    const sub = await Subscriber.connect(`mqtt://127.0.0.1:${watch[1]}`, 'chair-agent/demo/#', { protocolVersion: 4 });
+    await sub.waitFor((m) => m.topic === 'chair-agent/demo/chairs/MC7004' && m.retain, 'a retained chair state');
+    expect((await fetch(press[1] as string, { method: 'POST' })).status).toBe(200);
+    await sub.waitFor((m) => m.topic === 'chair-agent/demo/chairs/MC7001' && JSON.parse(m.text).running === true, 'MC7001 running');
+    await sub.waitFor((m) => m.topic === 'chair-agent/demo/transactions/MC7001', 'the manual transaction');
+    await sub.close();
+    child.kill('SIGINT');
+    expect(await exited).toBe(0);
+    expect(out).toContain('demo stopped');
+  });
+
+  it.skipIf(!hasScript)('on a terminal: draws chairs and LEDs, and its keys press a button and make a paid use', async () => {
+    const child = spawn('script', ['-qfec', `${process.execPath} ${MAIN} demo --minute-seconds 60`, '/dev/null'], { stdio: ['pipe', 'pipe', 'pipe'] });
+    let screen = '';
+    child.stdout.on('data', (d: Buffer) => (screen += d.toString()));
+    const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
+    const text = (): string => strip(screen);
+    await waitFor(() => text().includes('MC7004') && text().includes('steady: available'), 'the chairs drawn');
+    child.stdin.write('1');
+    await waitFor(() => text().includes('MC7001 started (5 min)'), 'the start event');
+    await waitFor(() => /MC7001 +Running .*slow blink: running/.test(text()), 'MC7001 running with its LED on slow blink');
+    child.stdin.write('p');
+    await waitFor(() => /transaction \S+ playing MC700\d promptpay \S+ arrived over MQTT/.test(text()), 'the paid use arriving');
+    child.stdin.write('q');
+    expect(await exited).toBe(0);
+    expect(text()).toContain('demo stopped');
+  });
+
+  it('draws the screen from a snapshot', () => {
+    const lines = renderView({
+      site: 'demo',
+      vendor: { ok: true, cut: false, detail: '' },
+      broker: { connected: false, down: true },
+      backlog: { pending: 3, delivered: 7 },
+      statusLed: 'slow',
+      statusLedOn: true,
+      chairs: [{ key: '1', deviceId: 'MC7001', status: 'Running', remainingSeconds: 125, seated: true, online: true, led: 'slow', ledOn: false }],
+      events: ['12:00:00  something happened'],
+      watch: 'mosquitto_sub ...',
+      color: false,
+    });
+    expect(lines[1]).toBe('vendor: reachable   broker: STOPPED (press b)   backlog: 3 waiting, 7 delivered');
+    expect(lines[2]).toBe('status LED ● slow blink: broker unreachable, buffering');
+    expect(lines.find((l) => l.includes('MC7001'))).toBe(' [1]  MC7001    Running      2:05    yes     ○ slow blink: running');
+    expect(lines).toContain('  12:00:00  something happened');
+  });
+});
