@@ -150,7 +150,13 @@ export function build(config: Config, deps: AgentDeps): Agent {
   const gpio = deps.gpio ?? gpioFromConfig(config, clock, logger);
   const registry = registryFor(config);
 
-  const http = new HttpListener({ host: config.http.host, port: config.http.port, logger: child('http') });
+  const http = new HttpListener({
+    host: config.http.host,
+    port: config.http.port,
+    logger: child('http'),
+    headersTimeoutMs: config.http.headersTimeoutSeconds * 1000,
+    requestTimeoutMs: config.http.requestTimeoutSeconds * 1000,
+  });
   const poller = new Poller({
     vendor,
     registry,

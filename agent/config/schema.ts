@@ -91,6 +91,8 @@ const webhook = z.strictObject({
 const http = z.strictObject({
   host: z.string().min(1).default('0.0.0.0'),
   port: z.number().int().min(0).max(65535).default(8080),
+  headersTimeoutSeconds: positive.max(60).default(5).describe('A client must send its request headers within this time'),
+  requestTimeoutSeconds: positive.max(300).default(10).describe('...and its whole request within this one'),
 });
 
 const mqtt = z.strictObject({

@@ -202,7 +202,7 @@ export class UndiciVendorApi implements VendorApi {
     }
     const code = causeCode(err) ?? 'UNKNOWN';
     if (code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_BODY_TIMEOUT') {
-      return new VendorError('VENDOR_TIMEOUT', `vendor did not answer ${endpoint} in time (${code})`, {
+      return new VendorError('VENDOR_TIMEOUT', `vendor did not answer ${endpoint} within ${this.opts.timeoutMs} ms`, {
         ambiguous: true,
         retryable: true,
       }, err);
