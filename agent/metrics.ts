@@ -18,7 +18,10 @@ export class Metrics {
 
   constructor(options: { defaultMetrics?: boolean } = {}) {
     const r = this.registry;
-    if (options.defaultMetrics ?? true) collectDefaultMetrics({ register: r });
+    // The event loop lag monitor ticks at this resolution; prom-client's 10 ms default keeps an
+    // idle agent waking 100 times a second (about 30 CPU-seconds an hour). The systemd watchdog
+    // catches a blocked loop; this metric only needs to show lag trends.
+    if (options.defaultMetrics ?? true) collectDefaultMetrics({ register: r, eventLoopMonitoringPrecision: 1000 });
     this.vendorRequests = new Counter({
       name: 'chair_agent_vendor_requests_total',
       help: 'Requests to the vendor API by endpoint and outcome (HTTP status or error code)',

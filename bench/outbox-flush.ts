@@ -17,6 +17,7 @@ import { median, round } from './lib/stats.js';
 export interface FlushResult {
   records: number;
   broker: string;
+  tcpNoDelay: boolean;
   window: number;
   bareMs: number[];
   agentMs: number[];
@@ -103,8 +104,8 @@ async function agentFlush(broker: TestBroker, recs: TransactionRecord[], dir: st
   return { ms, window };
 }
 
-export async function benchOutboxFlush(n = 10_000, runs = 7): Promise<FlushResult> {
-  const broker = await startBroker();
+export async function benchOutboxFlush(n = 10_000, runs = 7, tcpNoDelay = false): Promise<FlushResult> {
+  const broker = await startBroker({ tcpNoDelay });
   const dir = mkdtempSync(join(tmpdir(), 'bench-flush-'));
   const bareMs: number[] = [];
   const agentMs: number[] = [];
@@ -140,6 +141,7 @@ export async function benchOutboxFlush(n = 10_000, runs = 7): Promise<FlushResul
   return {
     records: n,
     broker: broker.kind,
+    tcpNoDelay,
     window,
     bareMs: bareMs.map((x) => round(x, 0)),
     agentMs: agentMs.map((x) => round(x, 0)),

@@ -70,14 +70,16 @@ export function offsetMinutes(epochMs: number, timeZone: string): number {
  * hour is enough; formatting many times (every published transaction) stays cheap.
  */
 const QUARTER_HOUR = 900_000;
-const offsetCache = new Map<string, { bucket: number; offset: number }>();
+const offsetCache = new Map<string, number>();
 
 function cachedOffset(epochMs: number, timeZone: string): number {
-  const bucket = Math.floor(epochMs / QUARTER_HOUR);
-  const hit = offsetCache.get(timeZone);
-  if (hit && hit.bucket === bucket) return hit.offset;
-  const offset = offsetMinutes(bucket * QUARTER_HOUR, timeZone);
-  offsetCache.set(timeZone, { bucket, offset });
+  const key = `${timeZone}|${Math.floor(epochMs / QUARTER_HOUR)}`;
+  let offset = offsetCache.get(key);
+  if (offset === undefined) {
+    offset = offsetMinutes(Math.floor(epochMs / QUARTER_HOUR) * QUARTER_HOUR, timeZone);
+    if (offsetCache.size >= 256) offsetCache.clear();
+    offsetCache.set(key, offset);
+  }
   return offset;
 }
 
@@ -91,8 +93,8 @@ export function parseVendorTime(text: string, timeZone: string): number | null {
   if (month < 1 || month > 12 || day < 1 || day > 31 || hour > 23 || minute > 59 || second > 59) return null;
   const asUtc = Date.UTC(year, month - 1, day, hour, minute, second);
   // Two passes settle the offset across a DST change.
-  let instant = asUtc - offsetMinutes(asUtc, timeZone) * 60000;
-  instant = asUtc - offsetMinutes(instant, timeZone) * 60000;
+  let instant = asUtc - cachedOffset(asUtc, timeZone) * 60000;
+  instant = asUtc - cachedOffset(instant, timeZone) * 60000;
   return instant;
 }
 

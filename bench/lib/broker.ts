@@ -26,17 +26,22 @@ export function mosquittoPath(): string | null {
   return null;
 }
 
-/** A real broker on a free loopback port: Mosquitto when installed, else aedes in-process. */
-export async function startBroker(): Promise<TestBroker> {
-  const port = await freePort();
-  const bin = mosquittoPath();
-  return bin ? startMosquitto(bin, port) : startAedes(port);
+export interface BrokerOptions {
+  /** Mosquitto's set_tcp_nodelay: PUBACKs are not held back by Nagle's algorithm. */
+  tcpNoDelay?: boolean;
 }
 
-async function startMosquitto(bin: string, port: number): Promise<TestBroker> {
+/** A real broker on a free loopback port: Mosquitto when installed, else aedes in-process. */
+export async function startBroker(options: BrokerOptions = {}): Promise<TestBroker> {
+  const port = await freePort();
+  const bin = mosquittoPath();
+  return bin ? startMosquitto(bin, port, options) : startAedes(port);
+}
+
+async function startMosquitto(bin: string, port: number, options: BrokerOptions): Promise<TestBroker> {
   const dir = mkdtempSync(join(tmpdir(), 'mosq-'));
   const conf = join(dir, 'mosquitto.conf');
-  writeFileSync(conf, `listener ${port} 127.0.0.1\nallow_anonymous true\npersistence false\nmax_queued_messages 100000\n`);
+  writeFileSync(conf, `listener ${port} 127.0.0.1\nallow_anonymous true\npersistence false\nmax_queued_messages 100000\n${options.tcpNoDelay ? 'set_tcp_nodelay true\n' : ''}`);
   let child: ChildProcess | null = null;
   const launch = async (): Promise<void> => {
     child = spawn(bin, ['-c', conf], { stdio: 'ignore' });
