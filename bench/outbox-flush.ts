@@ -12,6 +12,7 @@ import { Topics } from '../agent/mqtt/topics.js';
 import { Outbox } from '../agent/store/outbox.js';
 import type { TransactionRecord } from '../agent/vendor/vendor-api.js';
 import { startBroker, type TestBroker } from './lib/broker.js';
+import { vendorFields } from './lib/records.js';
 import { median, round } from './lib/stats.js';
 
 export interface FlushResult {
@@ -27,21 +28,8 @@ export interface FlushResult {
 
 function records(n: number, run: number): TransactionRecord[] {
   return Array.from({ length: n }, (_, i) => {
-    const fields = {
-      TransactionId: `B${run}-${i}`,
-      TransactionCode: `C01-${i}`,
-      TransactionTime: '2026-11-22 14:00:00',
-      Location: 'Ladprao Mall',
-      Status: 'finished',
-      Amount: '100.00',
-      PlayTime: '5',
-      MassageChair: 'C01',
-      Label: 'Massage Chair 1',
-      DeviceId: `MC70${String(i % 16).padStart(2, '0')}`,
-      PaymentMethod: 'promptpay',
-      PaymentReference: `PP${run}${i}`,
-    };
-    return { fields, transactionId: fields.TransactionId, status: fields.Status, deviceId: fields.DeviceId, transactionTime: fields.TransactionTime };
+    const fields = vendorFields(`B${run}-${i}`, i, { Status: 'finished', Label: 'Massage Chair 1', DeviceId: `MC70${String(i % 16).padStart(2, '0')}` });
+    return { fields, transactionId: fields['TransactionId'] as string, status: 'finished', deviceId: fields['DeviceId'] as string, transactionTime: '2026-11-22 14:00:00' };
   });
 }
 

@@ -9,6 +9,7 @@ import { Simulator } from '../agent/simulator/simulator.js';
 import { startAgent, writeAgentConfig } from './lib/agent-proc.js';
 import { startBroker } from './lib/broker.js';
 import { freePort } from './lib/ports.js';
+import { vendorFields } from './lib/records.js';
 import { round } from './lib/stats.js';
 
 export interface IngestResult {
@@ -52,22 +53,7 @@ log: {level: warn}
         await new Promise((r) => setTimeout(r, 25));
       }
     }
-    const bodies = Array.from({ length: requests }, (_, i) =>
-      JSON.stringify({
-        TransactionId: `ING-${i}`,
-        TransactionCode: `C01-${i}`,
-        TransactionTime: '2026-11-22 14:00:00',
-        Location: 'Ladprao Mall',
-        Status: 'playing',
-        Amount: '100.00',
-        PlayTime: '5',
-        MassageChair: 'C01',
-        Label: null,
-        DeviceId: `MC70${String(i % 4).padStart(2, '0')}`,
-        PaymentMethod: 'promptpay',
-        PaymentReference: `PP${i}`,
-      }),
-    );
+    const bodies = Array.from({ length: requests }, (_, i) => JSON.stringify(vendorFields(`ING-${i}`, i)));
     let next = 0;
     let ok = 0;
     const t0 = performance.now();

@@ -11,23 +11,19 @@ const BCM_PIN_MAX = 27;
 const pin = z.number().int().min(0).max(BCM_PIN_MAX).describe('BCM pin number as printed on the Pi pinout');
 const positive = z.number().positive();
 
-const isHttpUrl = (s: string): boolean => {
-  try {
-    const u = new URL(s);
-    return (u.protocol === 'http:' || u.protocol === 'https:') && u.hostname !== '';
-  } catch {
-    return false;
-  }
-};
-
-const isMqttUrl = (s: string): boolean => {
-  try {
-    const u = new URL(s);
-    return (u.protocol === 'mqtt:' || u.protocol === 'mqtts:') && u.hostname !== '';
-  } catch {
-    return false;
-  }
-};
+/** A URL with one of these schemes and a host. */
+const urlWith =
+  (...protocols: string[]) =>
+  (s: string): boolean => {
+    try {
+      const u = new URL(s);
+      return protocols.includes(u.protocol) && u.hostname !== '';
+    } catch {
+      return false;
+    }
+  };
+const isHttpUrl = urlWith('http:', 'https:');
+const isMqttUrl = urlWith('mqtt:', 'mqtts:');
 
 const site = z.strictObject({
   id: z.string().regex(/^[a-z0-9_-]+$/, 'must match [a-z0-9_-]+').describe('Site identifier, used in every MQTT topic'),

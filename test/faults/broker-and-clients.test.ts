@@ -1,48 +1,30 @@
 import { connect, type Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { build, type Agent } from '../../agent/build.js';
+import type { Agent } from '../../agent/build.js';
 import { signBody } from '../../agent/http/sign.js';
-import { Simulator } from '../../agent/simulator/simulator.js';
-import { startBroker, type TestBroker } from '../helpers/broker.js';
-import { TEST_API_KEY, TEST_SECRET, testConfig } from '../helpers/config.js';
-import { memoryLogger, type LogRecord } from '../helpers/memory-logger.js';
+import type { TestBroker } from '../helpers/broker.js';
+import { TEST_SECRET } from '../helpers/config.js';
+import { startRig, type Rig } from '../helpers/rig.js';
 import { vendorRecord } from '../helpers/records.js';
 import { Subscriber } from '../helpers/subscriber.js';
 import { waitFor } from '../helpers/wait.js';
 
-let broker: TestBroker;
-let sim: Simulator;
+let rig: Rig;
 let agent: Agent;
-let lines: LogRecord[];
+let broker: TestBroker;
 let base: string;
 
 beforeAll(async () => {
-  broker = await startBroker();
-  sim = new Simulator({ apiKey: TEST_API_KEY, chairs: 1 });
-  await sim.start();
-  const log = memoryLogger('info');
-  lines = log.lines;
-  agent = build(
-    testConfig(
-      { vendorUrl: sim.url, brokerUrl: broker.url },
-      {
-        site: { id: 'bfaults' },
-        http: { headersTimeoutSeconds: 0.5, requestTimeoutSeconds: 1 },
-        gpio: { driver: 'sim', statusLed: 5 },
-      },
-    ),
-    { logger: log.logger },
-  );
-  await agent.start();
-  base = `http://127.0.0.1:${agent.http.address().port}`;
+  rig = await startRig({
+    site: 'bfaults',
+    chairs: 1,
+    sections: { http: { headersTimeoutSeconds: 0.5, requestTimeoutSeconds: 1 }, gpio: { driver: 'sim', statusLed: 5 } },
+  });
+  ({ agent, broker, base } = rig);
   await waitFor(() => agent.broker.connected && agent.health.get('vendor').ok, 'the agent settled');
 });
 
-afterAll(async () => {
-  await agent.stop();
-  await sim.close();
-  await broker.stop();
-});
+afterAll(() => rig.close());
 
 async function webhook(rec: Record<string, unknown>): Promise<number> {
   const body = JSON.stringify(rec);
@@ -52,11 +34,11 @@ async function webhook(rec: Record<string, unknown>): Promise<number> {
 
 describe('the broker killed and restarted', () => {
   it('buffers while it is gone, says so, and delivers everything when it is back', async () => {
-    const mark = lines.length;
+    const mark = rig.lines.length;
     await broker.kill();
     await waitFor(() => !agent.health.get('broker').ok, 'the broker check to fail');
     await waitFor(() => agent.leds.shown('status') === 'slow', 'the status LED on slow blink (buffering)');
-    expect(lines.slice(mark).some((l) => l.component === 'bridge' && l.msg === 'broker connection lost; buffering')).toBe(true);
+    expect(rig.lines.slice(mark).some((l) => l.component === 'bridge' && l.msg === 'broker connection lost; buffering')).toBe(true);
     const records = Array.from({ length: 25 }, () => vendorRecord());
     for (const r of records) expect(await webhook(r)).toBe(200);
     expect(agent.outbox.stats().pending).toBe(25);

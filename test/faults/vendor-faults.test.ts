@@ -1,48 +1,34 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { build, type Agent } from '../../agent/build.js';
+import type { Agent } from '../../agent/build.js';
 import type { Fault } from '../../agent/simulator/sim-faults.js';
-import { Simulator } from '../../agent/simulator/simulator.js';
-import { startBroker, type TestBroker } from '../helpers/broker.js';
-import { TEST_API_KEY, testConfig } from '../helpers/config.js';
-import { memoryLogger, type LogRecord } from '../helpers/memory-logger.js';
+import type { Simulator } from '../../agent/simulator/simulator.js';
+import type { LogRecord } from '../helpers/memory-logger.js';
+import { startRig, type Rig } from '../helpers/rig.js';
 import { Subscriber } from '../helpers/subscriber.js';
 import { waitFor } from '../helpers/wait.js';
 
-let broker: TestBroker;
+let rig: Rig;
 let sim: Simulator;
 let agent: Agent;
 let lines: LogRecord[];
 let health: string;
 
 beforeAll(async () => {
-  broker = await startBroker();
-  sim = new Simulator({ apiKey: TEST_API_KEY, chairs: 2 });
-  await sim.start();
-  const log = memoryLogger('info');
-  lines = log.lines;
-  agent = build(
-    testConfig(
-      { vendorUrl: sim.url, brokerUrl: broker.url },
-      {
-        site: { id: 'vfaults' },
-        vendor: { pollSeconds: 0.3, requestTimeoutSeconds: 0.8, retries: 1 },
-        transactions: { syncSchedule: '0 0 1 1 *' }, // the tests run syncs themselves
-        gpio: { driver: 'sim', statusLed: 5, chairs: [{ deviceId: 'MC7001', button: 17, led: 27 }, { deviceId: 'MC7002', button: 22, led: 23 }] },
-        start: { confirmIntervalSeconds: 0.1, confirmTimeoutSeconds: 2 },
-      },
-    ),
-    { logger: log.logger },
-  );
-  await agent.start();
-  health = `http://127.0.0.1:${agent.http.address().port}/healthz`;
+  rig = await startRig({
+    site: 'vfaults',
+    sections: {
+      vendor: { pollSeconds: 0.3, requestTimeoutSeconds: 0.8, retries: 1 },
+      transactions: { syncSchedule: '0 0 1 1 *' }, // the tests run syncs themselves
+      gpio: { driver: 'sim', statusLed: 5, chairs: [{ deviceId: 'MC7001', button: 17, led: 27 }, { deviceId: 'MC7002', button: 22, led: 23 }] },
+      start: { confirmIntervalSeconds: 0.1, confirmTimeoutSeconds: 2 },
+    },
+  });
+  ({ sim, agent, lines } = rig);
+  health = `${rig.base}/healthz`;
   await waitFor(() => agent.leds.shown('chair:MC7001') === 'on' && agent.leds.shown('status') === 'on', 'the agent settled');
 });
 
-afterAll(async () => {
-  await agent.stop();
-  await sim.close();
-  await broker.stop();
-});
+afterAll(() => rig.close());
 
 afterEach(async () => {
   sim.faults.clear();
@@ -80,7 +66,7 @@ describe('vendor faults during polling', () => {
 
 describe('vendor faults during the transaction sync', () => {
   it.each(modes.filter(([w]) => w !== 'a rate limit'))('%s: the sync fails, says why, keeps its cursor, and the next run loses nothing', async (_what, fault, why) => {
-    const sub = await Subscriber.connect(broker.url, 'chair-agent/vfaults/transactions/+');
+    const sub = await Subscriber.connect(rig.broker.url, 'chair-agent/vfaults/transactions/+');
     const before = sim.model.transactions.length;
     sim.model.backfill(30, 10 * 60_000);
     const expected = sim.model.transactions.slice(before).map((t) => String(t.record['TransactionId']));

@@ -1,14 +1,15 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import mqtt from 'mqtt';
 import { build, type Agent } from '../../agent/build.js';
-import { silentLogger } from '../../agent/logger.js';
-import { Simulator } from '../../agent/simulator/simulator.js';
-import { startBroker, type TestBroker } from '../helpers/broker.js';
-import { TEST_API_KEY, testConfig } from '../helpers/config.js';
+import type { Simulator } from '../../agent/simulator/simulator.js';
+import type { TestBroker } from '../helpers/broker.js';
+import { testConfig } from '../helpers/config.js';
+import { startRig, type Rig } from '../helpers/rig.js';
 import { memoryLogger } from '../helpers/memory-logger.js';
 import { Subscriber } from '../helpers/subscriber.js';
 import { waitFor } from '../helpers/wait.js';
 
+let rig: Rig;
 let broker: TestBroker;
 let sim: Simulator;
 let agent: Agent;
@@ -16,39 +17,28 @@ let base: string;
 const B = 'chair-agent/press';
 
 beforeAll(async () => {
-  broker = await startBroker();
-  sim = new Simulator({ apiKey: TEST_API_KEY, chairs: 3, minuteMs: 60_000 });
-  await sim.start();
-  agent = build(
-    testConfig(
-      { vendorUrl: sim.url, brokerUrl: broker.url },
-      {
-        site: { id: 'press' },
-        gpio: {
-          driver: 'sim',
-          statusLed: 5,
-          debounceMs: 20,
-          chairs: [
-            { deviceId: 'MC7001', button: 17, led: 27, minutes: 7 },
-            { deviceId: 'MC7002', button: 22, led: 23 },
-            { deviceId: 'MC7003', button: 24, led: 25 },
-          ],
-        },
-        start: { confirmIntervalSeconds: 0.1, confirmTimeoutSeconds: 5 },
+  rig = await startRig({
+    site: 'press',
+    chairs: 3,
+    sections: {
+      gpio: {
+        driver: 'sim',
+        statusLed: 5,
+        debounceMs: 20,
+        chairs: [
+          { deviceId: 'MC7001', button: 17, led: 27, minutes: 7 },
+          { deviceId: 'MC7002', button: 22, led: 23 },
+          { deviceId: 'MC7003', button: 24, led: 25 },
+        ],
       },
-    ),
-    { logger: silentLogger() },
-  );
-  await agent.start();
-  base = `http://127.0.0.1:${agent.http.address().port}`;
+      start: { confirmIntervalSeconds: 0.1, confirmTimeoutSeconds: 5 },
+    },
+  });
+  ({ broker, sim, agent, base } = rig);
   await waitFor(() => agent.registry.view('MC7003')?.online && agent.broker.connected, 'chairs listed and broker connected');
 });
 
-afterAll(async () => {
-  await agent.stop();
-  await sim.close();
-  await broker.stop();
-});
+afterAll(() => rig.close());
 
 afterEach(() => sim.faults.clear());
 

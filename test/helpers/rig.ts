@@ -1,0 +1,43 @@
+import { build, type Agent } from '../../agent/build.js';
+import { Simulator } from '../../agent/simulator/simulator.js';
+import { startBroker, type TestBroker } from './broker.js';
+import { TEST_API_KEY, testConfig } from './config.js';
+import { memoryLogger, type LogRecord } from './memory-logger.js';
+
+export interface Rig {
+  broker: TestBroker;
+  sim: Simulator;
+  agent: Agent;
+  /** The agent's log lines. */
+  lines: LogRecord[];
+  /** http://127.0.0.1:<agent port> */
+  base: string;
+  close(): Promise<void>;
+}
+
+/** A real broker, the simulator and an in-process agent wired to both, started. */
+export async function startRig(opts: {
+  site: string;
+  sections?: Record<string, Record<string, unknown>>;
+  chairs?: number;
+  minuteMs?: number;
+}): Promise<Rig> {
+  const broker = await startBroker();
+  const sim = new Simulator({ apiKey: TEST_API_KEY, chairs: opts.chairs ?? 2, minuteMs: opts.minuteMs ?? 60_000 });
+  await sim.start();
+  const { logger, lines } = memoryLogger('info');
+  const agent = build(testConfig({ vendorUrl: sim.url, brokerUrl: broker.url }, { ...opts.sections, site: { id: opts.site } }), { logger });
+  await agent.start();
+  return {
+    broker,
+    sim,
+    agent,
+    lines,
+    base: `http://127.0.0.1:${agent.http.address().port}`,
+    async close() {
+      await agent.stop();
+      await sim.close();
+      await broker.stop();
+    },
+  };
+}
