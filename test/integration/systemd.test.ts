@@ -112,7 +112,8 @@ storage: {path: ${join(dir, 'agent.db')}}
     const agent = AgentProcess.start(['run', '--config', config], { NOTIFY_SOCKET: socketPath, WATCHDOG_USEC: '400000' });
     await readyCheck;
     expect(listeningAtReady).toBe(true);
-    expect(messages.find((m) => m.startsWith('STATUS='))).toMatch(/^STATUS=(ok|degraded): /);
+    const status = await waitFor(() => messages.find((m) => m.startsWith('STATUS=')), 'the STATUS line sent with READY=1');
+    expect(status).toMatch(/^STATUS=(ok|degraded): /);
     await waitFor(() => messages.filter((m) => m === 'WATCHDOG=1').length >= 3, 'three watchdog pings');
     expect(await agent.signal('SIGTERM')).toBe(0);
     await waitFor(() => messages.includes('STOPPING=1'), 'STOPPING=1');
