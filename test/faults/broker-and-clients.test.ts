@@ -44,16 +44,23 @@ describe('the broker killed and restarted', () => {
     expect(agent.outbox.stats().pending).toBe(25);
     const res = await fetch(`${base}/healthz`);
     expect(res.status).toBe(503);
+    const metrics = await (await fetch(`${base}/metrics`)).text();
+    expect(metrics).toContain('chair_agent_outbox_pending 25');
+    expect(metrics).toContain('chair_agent_broker_connected 0');
+    expect(metrics).toMatch(/chair_agent_outbox_oldest_pending_age_seconds \d/);
 
     await broker.restart();
-    const sub = await Subscriber.connect(broker.url, 'chair-agent/bfaults/transactions/+');
+    const sub = await Subscriber.connect(broker.url, ['chair-agent/bfaults/transactions/+', 'chair-agent/bfaults/bridge/info']);
     await waitFor(() => agent.outbox.stats().pending === 0 && agent.broker.connected, 'the backlog delivered');
     // Delivered before the subscriber may have joined: every record is in the delivered count.
     expect(agent.outbox.stats().delivered).toBeGreaterThanOrEqual(25);
+    // bridge/info is refreshed once the backlog has moved.
+    const info = await sub.waitFor((m) => m.topic.endsWith('/bridge/info') && JSON.parse(m.text).backlog.pending === 0, 'bridge/info with the backlog drained');
+    expect(JSON.parse(info.text).backlog.delivered).toBe(25);
     await waitFor(() => agent.leds.shown('status') === 'on', 'the status LED steady again');
     const after = vendorRecord();
     expect(await webhook(after)).toBe(200);
-    await sub.waitFor((m) => m.text.includes(String(after['TransactionId'])), 'a new record straight through');
+    await sub.waitFor((m) => m.text.includes(String(after['TransactionId'])) && m.topic.includes('/transactions/'), 'a new record straight through');
     await sub.close();
   });
 });

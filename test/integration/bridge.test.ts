@@ -59,7 +59,12 @@ describe('MQTT bridge against a real broker', () => {
       expect(avail.text).toBe('{"state":"online"}');
     }
     const info = await late.waitFor((m) => m.topic === `${B('late')}/bridge/info`, 'bridge info');
-    expect(JSON.parse(info.text)).toMatchObject({ siteId: 'late', broker: { connected: true }, vendor: { baseUrl: sim.url } });
+    expect(JSON.parse(info.text)).toMatchObject({
+      siteId: 'late',
+      broker: { connected: true },
+      vendor: { baseUrl: sim.url },
+      backlog: { pending: 0, oldestPendingAt: null, delivered: 0, lastDeliveryAt: null },
+    });
     await late.close();
     await agent.stop();
   });

@@ -112,6 +112,22 @@ describe('configuration', () => {
     expect(config.gpio.chairs.map((c) => c.deviceId)).toEqual(['MC7001', 'MC7002']);
   });
 
+  it('shows every key of the schema in the example config, set or commented', () => {
+    const text = readFileSync(join(ROOT, 'config', 'config.example.yaml'), 'utf8');
+    const keys: string[] = [];
+    const walk = (node: unknown, path: string): void => {
+      const n = node as { properties?: Record<string, unknown>; items?: unknown };
+      for (const [k, v] of Object.entries(n.properties ?? {})) {
+        keys.push(`${path}${k}`);
+        walk(v, `${path}${k}.`);
+      }
+      if (n.items) walk(n.items, `${path}[].`);
+    };
+    walk(configJsonSchema(), '');
+    const missing = keys.filter((k) => !new RegExp(`^[\\s#-]*${k.split('.').pop()}:`, 'm').test(text));
+    expect(missing).toEqual([]);
+  });
+
   it('ships a config/schema.json that matches the schema', () => {
     const shipped = JSON.parse(readFileSync(join(ROOT, 'config', 'schema.json'), 'utf8')) as unknown;
     expect(shipped).toEqual(configJsonSchema());
