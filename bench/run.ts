@@ -98,7 +98,7 @@ Why two rows: the agent keeps at most ${plain.window} records in flight, its \`m
 capped by the broker's Receive Maximum (${plain.window} on a default Mosquitto), which MQTT 5 requires a
 client to honour; the bare loop ignores it (Mosquitto 2.0 does not enforce it) and never waits. A
 client that waits on a full window meets Nagle's algorithm in a default Mosquitto
-(\`set_tcp_nodelay false\`): its small PUBACKs are held until a delayed TCP ACK, some 40 ms, and on
+(\`set_tcp_nodelay false\`): the broker holds back its small PUBACKs until a delayed TCP ACK, up to 40 ms, and on
 this 2-core machine that makes the agent's time swing between about 200 and 400 ms from run to run.
 With \`set_tcp_nodelay true\` in mosquitto.conf (recommended in the README) the stall is gone. The
 agent's own work (reading the records from SQLite in batches of 500, building each payload with its
