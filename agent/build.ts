@@ -33,6 +33,9 @@ import { SimGpioDriver } from './gpio/sim-driver.js';
 import { simGpioRoutes } from './gpio/sim-routes.js';
 import { StartService } from './start/start-service.js';
 
+/** The whole stop must fit in the 10 s the interface allows, with room to spare. */
+const STOP_BUDGET_MS = 9_000;
+
 /** What the agent is built from. Anything left out is made from the config. */
 export interface AgentDeps {
   logger: Logger;
@@ -284,6 +287,7 @@ export function build(config: Config, deps: AgentDeps): Agent {
 
   // Start order; stop is the reverse: starts stop coming in, polling stops, a start under way
   // finishes, the offline state is published, the database closes, the GPIO lines are released.
+  // Every stop is bounded (starts 4 s, publisher 1 s, bridge 2.5 s, HTTP 1 s): all within 10 s.
   const components: Component[] = [
     gpioComponent,
     leds,
@@ -336,12 +340,22 @@ export function build(config: Config, deps: AgentDeps): Agent {
       logger.info({ version: agentVersion(), site: config.site.id, chairs: config.gpio.chairs.length }, 'agent started');
     },
     async stop() {
+      // Whatever hangs, the database still closes and the GPIO lines are still released in time:
+      // each component gets what is left of the budget, and at least a moment.
+      const deadline = clock.now() + STOP_BUDGET_MS;
       while (started.length > 0) {
         const c = started.pop() as Component;
+        const stopped = new AbortController();
         try {
-          await c.stop();
+          const timedOut = await Promise.race([
+            Promise.resolve(c.stop()).then(() => false),
+            clock.sleep(Math.max(250, deadline - clock.now()), stopped.signal).then(() => true),
+          ]);
+          if (timedOut) logger.error({ component: c.name }, 'component did not stop in time; going on');
         } catch (err) {
           logger.error({ component: c.name, err: errorMessage(err) }, 'component failed to stop cleanly');
+        } finally {
+          stopped.abort();
         }
       }
       try {

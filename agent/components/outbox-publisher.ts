@@ -74,7 +74,7 @@ export class OutboxPublisher implements Component {
     if (this.inflight.size > 0 && this.deps.broker.connected) {
       // Give PUBACKs already on their way a moment, so they need not be sent again next start.
       await new Promise<void>((resolve) => {
-        const t = this.deps.clock.setTimeout(resolve, 2_000);
+        const t = this.deps.clock.setTimeout(resolve, 1_000);
         this.drained = () => {
           t.cancel();
           resolve();
@@ -124,7 +124,8 @@ export class OutboxPublisher implements Component {
     this.inflight.delete(seq);
     this.failures = 0;
     this.acked.add(seq);
-    if (this.acked.size >= 500) this.flush();
+    // While stopping, mark at once: the database is still open until the broker connection ends.
+    if (this.acked.size >= 500 || !this.running) this.flush();
     else this.flushTimer ??= this.deps.clock.setTimeout(() => this.flush(), this.deps.flushIntervalMs ?? 50);
     if (this.inflight.size === 0) this.drained?.();
     this.pump();
@@ -139,7 +140,7 @@ export class OutboxPublisher implements Component {
       { transactionId: rec.transactionId, status: rec.status, seq: rec.seq, err: errorMessage(err) },
       'broker did not take a transaction; it stays in the outbox and is sent again',
     );
-    // Start again from the oldest undelivered record once the window is empty, after a pause.
+    // After a pause, read again from the oldest undelivered record; what is still in flight is skipped.
     if (!this.retryTimer) {
       const delay = Math.min(30_000, 500 * 2 ** Math.min(this.failures, 6));
       this.retryTimer = this.deps.clock.setTimeout(() => {

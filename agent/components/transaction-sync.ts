@@ -121,9 +121,9 @@ export class TransactionSync implements Component {
         const to = Math.min(from + s.windowMs, now);
         let insertedInWindow = 0;
         let previousFirst = '';
-        for (let page = 0, offset = 0; ; page++, offset += s.pageSize) {
-          if (page >= MAX_PAGES) throw new Error(`more than ${MAX_PAGES} pages in one window: does the vendor honour offset?`);
-          const result_ = await vendor.listTransactions(
+        for (let pageNo = 0, offset = 0; ; pageNo++, offset += s.pageSize) {
+          if (pageNo >= MAX_PAGES) throw new Error(`more than ${MAX_PAGES} pages in one window: does the vendor honour offset?`);
+          const page = await vendor.listTransactions(
             {
               from: formatQueryTime(from, s.timeFormat, s.timeZone),
               to: formatQueryTime(to, s.timeFormat, s.timeZone),
@@ -134,19 +134,19 @@ export class TransactionSync implements Component {
             { signal: this.abort.signal },
           );
           result.requests += 1;
-          result.records += result_.records.length;
-          if (result_.rejected.length > 0) {
-            metrics.syncRecords.inc({ outcome: 'rejected' }, result_.rejected.length);
-            logger.warn({ rejected: result_.rejected }, 'transaction list had elements that are not records; left out');
+          result.records += page.records.length;
+          if (page.rejected.length > 0) {
+            metrics.syncRecords.inc({ outcome: 'rejected' }, page.rejected.length);
+            logger.warn({ rejected: page.rejected }, 'transaction list had elements that are not records; left out');
           }
-          const first = result_.records[0] ? `${result_.records[0].transactionId}/${result_.records[0].status}` : '';
-          if (page > 0 && first !== '' && first === previousFirst) throw new Error('the vendor returned the same page twice: it does not honour offset');
+          const first = page.records[0] ? `${page.records[0].transactionId}/${page.records[0].status}` : '';
+          if (pageNo > 0 && first !== '' && first === previousFirst) throw new Error('the vendor returned the same page twice: it does not honour offset');
           previousFirst = first;
-          const inserted = outbox.insert(result_.records, 'poll', clock.now());
+          const inserted = outbox.insert(page.records, 'poll', clock.now());
           insertedInWindow += inserted;
           metrics.syncRecords.inc({ outcome: 'new' }, inserted);
-          metrics.syncRecords.inc({ outcome: 'known' }, result_.records.length - inserted);
-          if (result_.size < s.pageSize) break;
+          metrics.syncRecords.inc({ outcome: 'known' }, page.records.length - inserted);
+          if (page.size < s.pageSize) break;
         }
         // The window's records are committed; now the cursor may move past them.
         if (insertedInWindow > 0) outbox.setState(CURSOR_KEY, String(to));

@@ -77,7 +77,7 @@ export class HttpListener implements Component {
     if (!server) return;
     const closed = new Promise<void>((resolve) => server.close(() => resolve()));
     server.closeIdleConnections();
-    const force = setTimeout(() => server.closeAllConnections(), 2_000);
+    const force = setTimeout(() => server.closeAllConnections(), 1_000);
     await closed;
     clearTimeout(force);
   }

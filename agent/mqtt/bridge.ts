@@ -76,11 +76,11 @@ export class MqttBridge implements Component {
     broker.off('close', this.onClose);
     if (broker.connected) {
       // A clean disconnect does not fire the will, so say offline ourselves, and wait for the ack.
-      await withTimeout(broker.publish(this.deps.topics.bridgeState, OFFLINE, { qos: 1, retain: true }), 2_000).catch(
+      await withTimeout(broker.publish(this.deps.topics.bridgeState, OFFLINE, { qos: 1, retain: true }), 1_500).catch(
         (err: unknown) => this.deps.logger.warn({ err: errorMessage(err) }, 'could not publish the offline state'),
       );
     }
-    await broker.end(2_000);
+    await broker.end(1_000);
   }
 
   /** Publishes bridge/info soon, coalescing a burst of changes into one message a second at most. */

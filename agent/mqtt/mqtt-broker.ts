@@ -113,11 +113,16 @@ export class MqttBroker extends EventEmitter<BrokerEvents> implements Broker {
     });
   }
 
+  /** Resolves on the broker's UNSUBACK, or after a second without one. */
   unsubscribe(filter: string): Promise<void> {
     const client = this.client;
     if (!client || !client.connected) return Promise.resolve();
     return new Promise((resolve) => {
-      client.unsubscribe(filter, () => resolve());
+      const timer = setTimeout(resolve, 1_000);
+      client.unsubscribe(filter, () => {
+        clearTimeout(timer);
+        resolve();
+      });
     });
   }
 

@@ -67,7 +67,7 @@ export class StartService extends EventEmitter<StartEvents> implements Component
     this.stopping = true;
     if (this.inFlight.size === 0) return;
     this.deps.logger.info({ chairs: [...this.inFlight.keys()] }, 'waiting for starts under way');
-    await Promise.race([Promise.allSettled(this.inFlight.values()), this.deps.clock.sleep(this.deps.drainMs ?? 5_000)]);
+    await Promise.race([Promise.allSettled(this.inFlight.values()), this.deps.clock.sleep(this.deps.drainMs ?? 4_000)]);
   }
 
   isStarting(deviceId: string): boolean {
@@ -142,7 +142,8 @@ export class StartService extends EventEmitter<StartEvents> implements Component
     const { clock, confirmTimeoutMs, confirmIntervalMs } = this.deps;
     const deadline = clock.now() + confirmTimeoutMs;
     for (;;) {
-      const reading = await this.readStatus(deviceId, log);
+      // No retries inside a read: this loop is the retry.
+      const reading = await this.readStatus(deviceId, log, 0);
       if (reading && this.deps.registry.applyReading(reading).running) return { ok: true, deviceId, minutes };
       const left = deadline - clock.now();
       if (left <= 0) {
@@ -152,9 +153,9 @@ export class StartService extends EventEmitter<StartEvents> implements Component
     }
   }
 
-  private async readStatus(deviceId: string, log: Logger): Promise<ChairReading | null> {
+  private async readStatus(deviceId: string, log: Logger, retries?: number): Promise<ChairReading | null> {
     try {
-      return await this.deps.vendor.chairStatus(deviceId);
+      return await this.deps.vendor.chairStatus(deviceId, retries === undefined ? {} : { retries });
     } catch (err) {
       log.warn({ err: errorMessage(err) }, 'chair status read failed');
       return null;

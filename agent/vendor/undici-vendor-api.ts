@@ -106,8 +106,9 @@ export class UndiciVendorApi implements VendorApi {
     }
   }
 
+  /** Ends every connection; a request still under way is aborted (the agent is stopping). */
   async close(): Promise<void> {
-    if (this.ownsDispatcher) await this.dispatcher.close();
+    if (this.ownsDispatcher) await this.dispatcher.destroy();
   }
 
   private async get(endpoint: VendorEndpoint, path: string, options: CallOptions): Promise<unknown> {

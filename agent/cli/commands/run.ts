@@ -43,7 +43,9 @@ export async function runCommand(args: ParsedArgs, ctx: CommandContext): Promise
     return EXIT_FAILURE;
   }
   // READY once the database and the listener are up and the broker has been tried once.
-  await Promise.race([agent.broker.firstAttempt(), agent.clock.sleep(15_000)]);
+  const settled = new AbortController();
+  await Promise.race([agent.broker.firstAttempt(), agent.clock.sleep(15_000, settled.signal).catch(() => undefined)]);
+  settled.abort();
   notifier.ready(statusLine(agent));
   notifier.startWatchdog();
   const onHealth = (): void => notifier.status(statusLine(agent));
