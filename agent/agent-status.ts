@@ -1,4 +1,5 @@
 import type { Clock } from './clock.js';
+import { redactUrl } from './config/mask.js';
 import type { Config } from './config/schema.js';
 import type { ChairRegistry } from './core/chair-registry.js';
 import { formatIsoWithOffset } from './core/vendor-time.js';
@@ -33,7 +34,7 @@ export function bridgeInfo(s: StatusSources): Record<string, unknown> {
     version: agentVersion(),
     siteId: config.site.id,
     startedAt: iso(health.startedAt),
-    vendor: { reachable: health.get('vendor').ok, detail: health.get('vendor').detail, baseUrl: config.vendor.baseUrl },
+    vendor: { reachable: health.get('vendor').ok, detail: health.get('vendor').detail, baseUrl: redactUrl(config.vendor.baseUrl) },
     broker: { url: s.broker.description, connected: s.broker.connected },
     lastPollAt: iso(health.lastPollAt),
     lastSyncAt: iso(health.lastSyncAt),

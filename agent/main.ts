@@ -39,7 +39,14 @@ async function dispatch(args: ParsedArgs, ctx: CommandContext): Promise<number> 
   }
 }
 
+const MIN_NODE = [20, 19];
+
 async function main(): Promise<void> {
+  const [major = 0, minor = 0] = process.versions.node.split('.').map(Number);
+  if (major < (MIN_NODE[0] as number) || (major === MIN_NODE[0] && minor < (MIN_NODE[1] as number))) {
+    process.stderr.write(`chair-agent: needs Node.js ${MIN_NODE.join('.')} or newer; this is ${process.versions.node}\n`);
+    process.exit(EXIT_FAILURE);
+  }
   const stop = new AbortController();
   const onSignal = (signal: NodeJS.Signals): void => {
     if (stop.signal.aborted) return;

@@ -4,11 +4,12 @@ import { SECRETS, type SecretSource } from './load.js';
 
 export const MASK = '********';
 
-/** An URL with any password replaced; safe to print and log. */
+/** A URL with any password replaced; safe to print and log. Unchanged when it holds none. */
 export function redactUrl(url: string): string {
   try {
     const u = new URL(url);
-    if (u.password) u.password = MASK;
+    if (!u.password) return url;
+    u.password = MASK;
     return u.toString();
   } catch {
     return url;

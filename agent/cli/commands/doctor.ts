@@ -76,7 +76,7 @@ async function vendorChecks(config: Config): Promise<CheckLine[]> {
   const name = 'vendor API';
   try {
     const list = await vendor.listChairs({ retries: 0 });
-    const lines: CheckLine[] = [{ name, ok: true, detail: `${config.vendor.baseUrl} answered with the key: ${list.chairs.length} chair(s) listed` }];
+    const lines: CheckLine[] = [{ name, ok: true, detail: `${redactUrl(config.vendor.baseUrl)} answered with the key: ${list.chairs.length} chair(s) listed` }];
     const missing = config.gpio.chairs.map((c) => c.deviceId).filter((id) => !list.chairs.some((c) => c.deviceId === id));
     if (missing.length > 0) {
       lines.push({ name: 'chairs', ok: false, detail: `configured but not listed by the vendor: ${missing.join(', ')}`, hint: 'check gpio.chairs[].deviceId against the vendor list' });
@@ -106,7 +106,7 @@ async function vendorChecks(config: Config): Promise<CheckLine[]> {
       VENDOR_BAD_ENVELOPE: 'something answered that is not the vendor API: check vendor.baseUrl (and any proxy)',
       VENDOR_NOT_FOUND: 'the list endpoint is missing: check vendor.baseUrl (no trailing /api)',
     };
-    return [{ name, ok: false, detail: `${config.vendor.baseUrl}: ${errorMessage(err)}`, hint: hints[code] ?? 'check vendor.baseUrl and the uplink' }];
+    return [{ name, ok: false, detail: `${redactUrl(config.vendor.baseUrl)}: ${errorMessage(err)}`, hint: hints[code] ?? 'check vendor.baseUrl and the uplink' }];
   } finally {
     await vendor.close();
   }
