@@ -7,6 +7,22 @@ export interface LogLine {
   [k: string]: unknown;
 }
 
+/** Agents still running; a test that fails half-way must not leave daemons behind. */
+const live = new Set<ChildProcess>();
+
+/** Registers a process a test spawned itself, so it is killed if the test fails before it. */
+export function track<T extends ChildProcess>(child: T): T {
+  live.add(child);
+  child.once('exit', () => live.delete(child));
+  return child;
+}
+
+/** Kills every agent a test started and did not stop (test/helpers/setup.ts runs it after each file). */
+export function killLeftoverAgents(): void {
+  for (const child of live) child.kill('SIGKILL');
+  live.clear();
+}
+
 /** The built agent as a child process, its JSON log lines parsed as they come. */
 export class AgentProcess {
   readonly lines: LogLine[] = [];
@@ -19,7 +35,13 @@ export class AgentProcess {
   private constructor(readonly child: ChildProcess) {
     child.stdout?.on('data', (d: Buffer) => this.onData(d.toString()));
     child.stderr?.on('data', (d: Buffer) => (this.stderr += d.toString()));
-    this.exited = new Promise((resolve) => child.once('exit', (code) => resolve(code)));
+    live.add(child);
+    this.exited = new Promise((resolve) =>
+      child.once('exit', (code) => {
+        live.delete(child);
+        resolve(code);
+      }),
+    );
   }
 
   static start(args: string[], env: Record<string, string | undefined> = {}): AgentProcess {

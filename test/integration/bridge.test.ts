@@ -7,6 +7,7 @@ import { build, type Agent } from '../../agent/build.js';
 import { silentLogger } from '../../agent/logger.js';
 import { Simulator } from '../../agent/simulator/simulator.js';
 import { startBroker, type TestBroker } from '../helpers/broker.js';
+import { track } from '../helpers/agent-process.js';
 import { MAIN } from '../helpers/cli.js';
 import { TEST_API_KEY, TEST_SECRET, testConfig } from '../helpers/config.js';
 import { Subscriber } from '../helpers/subscriber.js';
@@ -167,7 +168,7 @@ gpio: {driver: sim}
 `,
     );
     const sub = await Subscriber.connect(broker.url, `${B('will')}/bridge/state`);
-    const child = spawn(process.execPath, [MAIN, 'run', '--config', configPath], { stdio: 'ignore' });
+    const child = track(spawn(process.execPath, [MAIN, 'run', '--config', configPath], { stdio: 'ignore' }));
     await sub.waitFor((m) => m.text.includes('online'), 'online from the agent process');
     const exited = new Promise((resolve) => child.once('exit', resolve));
     const before = sub.mark();

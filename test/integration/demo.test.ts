@@ -1,6 +1,7 @@
 import { spawn, spawnSync } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
 import { renderView } from '../../agent/demo/view.js';
+import { track } from '../helpers/agent-process.js';
 import { MAIN } from '../helpers/cli.js';
 import { Subscriber } from '../helpers/subscriber.js';
 import { waitFor } from '../helpers/wait.js';
@@ -10,7 +11,7 @@ const strip = (s: string): string => s.replace(/\x1b\[[0-9;?]*[a-zA-Z]/g, '');
 
 describe('chair-agent demo', () => {
   it('runs without a terminal: logs, can be watched over MQTT and pressed over HTTP, stops on SIGINT', async () => {
-    const child = spawn(process.execPath, [MAIN, 'demo', '--minute-seconds', '60'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = track(spawn(process.execPath, [MAIN, 'demo', '--minute-seconds', '60'], { stdio: ['ignore', 'pipe', 'pipe'] }));
     let out = '';
     child.stdout.on('data', (d: Buffer) => (out += d.toString()));
     const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
@@ -28,7 +29,7 @@ describe('chair-agent demo', () => {
   });
 
   it.skipIf(!hasScript)('on a terminal: draws chairs and LEDs, and its keys press a button and make a paid use', async () => {
-    const child = spawn('script', ['-qfec', `${process.execPath} ${MAIN} demo --minute-seconds 60`, '/dev/null'], { stdio: ['pipe', 'pipe', 'pipe'] });
+    const child = track(spawn('script', ['-qfec', `${process.execPath} ${MAIN} demo --minute-seconds 60`, '/dev/null'], { stdio: ['pipe', 'pipe', 'pipe'] }));
     let screen = '';
     child.stdout.on('data', (d: Buffer) => (screen += d.toString()));
     const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
