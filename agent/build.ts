@@ -1,4 +1,4 @@
-import { systemClock, type Clock } from './clock.js';
+import { systemClock, within, type Clock } from './clock.js';
 import type { Logger } from './logger.js';
 import type { Config } from './config/schema.js';
 import { ChairRegistry } from './core/chair-registry.js';
@@ -345,17 +345,15 @@ export function build(config: Config, deps: AgentDeps): Agent {
       const deadline = clock.now() + STOP_BUDGET_MS;
       while (started.length > 0) {
         const c = started.pop() as Component;
-        const stopped = new AbortController();
+        let stopping: Promise<void>;
         try {
-          const timedOut = await Promise.race([
-            Promise.resolve(c.stop()).then(() => false),
-            clock.sleep(Math.max(250, deadline - clock.now()), stopped.signal).then(() => true),
-          ]);
-          if (timedOut) logger.error({ component: c.name }, 'component did not stop in time; going on');
+          stopping = Promise.resolve(c.stop());
         } catch (err) {
-          logger.error({ component: c.name, err: errorMessage(err) }, 'component failed to stop cleanly');
-        } finally {
-          stopped.abort();
+          stopping = Promise.reject(err);
+        }
+        stopping.catch((err: unknown) => logger.error({ component: c.name, err: errorMessage(err) }, 'component failed to stop cleanly'));
+        if (!(await within(clock, stopping, Math.max(250, deadline - clock.now())))) {
+          logger.error({ component: c.name }, 'component did not stop in time; going on');
         }
       }
       try {

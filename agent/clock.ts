@@ -47,3 +47,22 @@ export function sleepWith(clock: Pick<Clock, 'setTimeout'>, ms: number, signal?:
     signal?.addEventListener('abort', onAbort, { once: true });
   });
 }
+
+/**
+ * Waits for `work` at most `ms`: true when it settled in time (fulfilled or rejected), false when
+ * the time ran out. The timer is cancelled either way.
+ */
+export async function within(clock: Clock, work: Promise<unknown>, ms: number): Promise<boolean> {
+  const timeUp = new AbortController();
+  try {
+    return await Promise.race([
+      work.then(
+        () => true,
+        () => true,
+      ),
+      clock.sleep(ms, timeUp.signal).then(() => false),
+    ]);
+  } finally {
+    timeUp.abort();
+  }
+}

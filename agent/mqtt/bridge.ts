@@ -1,4 +1,4 @@
-import type { Clock, Timer } from '../clock.js';
+import { within, type Clock, type Timer } from '../clock.js';
 import type { Logger } from '../logger.js';
 import type { Health } from '../health.js';
 import type { ChairRegistry } from '../core/chair-registry.js';
@@ -76,9 +76,9 @@ export class MqttBridge implements Component {
     broker.off('close', this.onClose);
     if (broker.connected) {
       // A clean disconnect does not fire the will, so say offline ourselves, and wait for the ack.
-      await withTimeout(broker.publish(this.deps.topics.bridgeState, OFFLINE, { qos: 1, retain: true }), 1_500).catch(
-        (err: unknown) => this.deps.logger.warn({ err: errorMessage(err) }, 'could not publish the offline state'),
-      );
+      const published = broker.publish(this.deps.topics.bridgeState, OFFLINE, { qos: 1, retain: true });
+      published.catch((err: unknown) => this.deps.logger.warn({ err: errorMessage(err) }, 'could not publish the offline state'));
+      if (!(await within(this.deps.clock, published, 1_500))) this.deps.logger.warn('the broker did not acknowledge the offline state in time');
     }
     await broker.end(1_000);
   }
@@ -113,20 +113,4 @@ export class MqttBridge implements Component {
       this.deps.logger.debug({ topic, err: errorMessage(err) }, 'retained publish not acknowledged; will republish on reconnect');
     });
   }
-}
-
-export function withTimeout<T>(p: Promise<T>, ms: number): Promise<T> {
-  return new Promise((resolve, reject) => {
-    const t = setTimeout(() => reject(new Error(`timed out after ${ms} ms`)), ms);
-    p.then(
-      (v) => {
-        clearTimeout(t);
-        resolve(v);
-      },
-      (e: unknown) => {
-        clearTimeout(t);
-        reject(e);
-      },
-    );
-  });
 }

@@ -1,5 +1,5 @@
 import { EventEmitter } from 'node:events';
-import type { Clock } from '../clock.js';
+import { within, type Clock } from '../clock.js';
 import type { Logger } from '../logger.js';
 import type { Metrics } from '../metrics.js';
 import { errorMessage } from '../errors.js';
@@ -67,7 +67,7 @@ export class StartService extends EventEmitter<StartEvents> implements Component
     this.stopping = true;
     if (this.inFlight.size === 0) return;
     this.deps.logger.info({ chairs: [...this.inFlight.keys()] }, 'waiting for starts under way');
-    await Promise.race([Promise.allSettled(this.inFlight.values()), this.deps.clock.sleep(this.deps.drainMs ?? 4_000)]);
+    await within(this.deps.clock, Promise.allSettled(this.inFlight.values()), this.deps.drainMs ?? 4_000);
   }
 
   isStarting(deviceId: string): boolean {

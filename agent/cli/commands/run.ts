@@ -8,6 +8,7 @@ import { loadForCommand } from '../load-config.js';
 import { EXIT_CONFIG } from '../context.js';
 import { secretValues } from '../secrets.js';
 import { serviceNotifier } from '../../systemd-notify.js';
+import { within } from '../../clock.js';
 import type { Agent } from '../../build.js';
 
 /** The one-line STATUS= for `systemctl status`. */
@@ -43,9 +44,7 @@ export async function runCommand(args: ParsedArgs, ctx: CommandContext): Promise
     return EXIT_FAILURE;
   }
   // READY once the database and the listener are up and the broker has been tried once.
-  const settled = new AbortController();
-  await Promise.race([agent.broker.firstAttempt(), agent.clock.sleep(15_000, settled.signal).catch(() => undefined)]);
-  settled.abort();
+  await within(agent.clock, agent.broker.firstAttempt(), 15_000);
   notifier.ready(statusLine(agent));
   notifier.startWatchdog();
   const onHealth = (): void => notifier.status(statusLine(agent));
