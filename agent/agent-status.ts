@@ -6,7 +6,7 @@ import { formatIsoWithOffset } from './core/vendor-time.js';
 import type { Health } from './health.js';
 import type { Metrics } from './metrics.js';
 import type { Broker } from './mqtt/broker.js';
-import type { Outbox } from './store/outbox.js';
+import type { Outbox, OutboxStats } from './store/outbox.js';
 import { agentVersion } from './version.js';
 
 export interface StatusSources {
@@ -46,7 +46,14 @@ export function bridgeInfo(s: StatusSources): Record<string, unknown> {
 
 /** Gauges read from the agent's state at scrape time. */
 export function registerGauges(metrics: Metrics, s: StatusSources): void {
-  const { health, registry, broker, outbox, clock } = s;
+  const { health, registry, broker, clock } = s;
+  // The four backlog gauges are read in one scrape: one stats query serves them all.
+  let cached: { at: number; stats: OutboxStats } | null = null;
+  const stats = (): OutboxStats => {
+    const now = clock.now();
+    if (!cached || now - cached.at > 1_000) cached = { at: now, stats: s.outbox.stats() };
+    return cached.stats;
+  };
   metrics.gauge('chair_agent_up', 'Always 1 while the agent runs', () => 1);
   metrics.gauge('chair_agent_broker_connected', '1 while connected to the broker', () => (broker.connected ? 1 : 0));
   metrics.gauge('chair_agent_vendor_reachable', '1 while the last chair list poll succeeded', () => (health.get('vendor').ok ? 1 : 0));
@@ -61,12 +68,12 @@ export function registerGauges(metrics: Metrics, s: StatusSources): void {
   metrics.labelledGauge('chair_agent_chair_running', '1 while the chair runs a session', 'device_id', () =>
     registry.views().map((v) => [v.deviceId, v.state?.running ? 1 : 0]),
   );
-  metrics.gauge('chair_agent_outbox_pending', 'Transactions waiting for the broker', () => outbox.stats().pending);
+  metrics.gauge('chair_agent_outbox_pending', 'Transactions waiting for the broker', () => stats().pending);
   metrics.gauge('chair_agent_outbox_oldest_pending_age_seconds', 'Age of the oldest waiting transaction', () => {
-    const oldest = outbox.stats().oldestPendingAt;
+    const oldest = stats().oldestPendingAt;
     return oldest === null ? 0 : (clock.now() - oldest) / 1000;
   });
-  metrics.gauge('chair_agent_outbox_delivered', 'Delivered transactions still kept (retention)', () => outbox.stats().delivered);
-  metrics.gauge('chair_agent_outbox_last_delivery_timestamp_seconds', 'Time of the last PUBACKed transaction', () => seconds(outbox.stats().lastDeliveryAt));
+  metrics.gauge('chair_agent_outbox_delivered', 'Delivered transactions still kept (retention)', () => stats().delivered);
+  metrics.gauge('chair_agent_outbox_last_delivery_timestamp_seconds', 'Time of the last PUBACKed transaction', () => seconds(stats().lastDeliveryAt));
   metrics.gauge('chair_agent_outbox_inflight', 'Transactions sent and awaiting PUBACK', () => s.inFlight());
 }
