@@ -53,6 +53,8 @@ export class StartService extends EventEmitter<StartEvents> implements Component
   readonly name = 'starts';
   private readonly inFlight = new Map<string, Promise<StartOutcome>>();
   private stopping = false;
+  /** Aborts the vendor calls of starts still under way when the drain time runs out. */
+  private abort = new AbortController();
 
   constructor(private readonly deps: StartServiceDeps) {
     super();
@@ -60,6 +62,7 @@ export class StartService extends EventEmitter<StartEvents> implements Component
 
   start(): void {
     this.stopping = false;
+    this.abort = new AbortController();
   }
 
   /** Refuses new starts and lets those under way finish (bounded). */
@@ -67,7 +70,9 @@ export class StartService extends EventEmitter<StartEvents> implements Component
     this.stopping = true;
     if (this.inFlight.size === 0) return;
     this.deps.logger.info({ chairs: [...this.inFlight.keys()] }, 'waiting for starts under way');
-    await within(this.deps.clock, Promise.allSettled(this.inFlight.values()), this.deps.drainMs ?? 4_000);
+    const drained = await within(this.deps.clock, Promise.allSettled(this.inFlight.values()), this.deps.drainMs ?? 4_000);
+    // A start that outlives the drain is given up: its vendor calls end now, not after the agent.
+    if (!drained) this.abort.abort();
   }
 
   isStarting(deviceId: string): boolean {
@@ -109,9 +114,11 @@ export class StartService extends EventEmitter<StartEvents> implements Component
 
   private async run(deviceId: string, minutes: number, log: Logger): Promise<StartOutcome> {
     const fail = (error: StartError, message: string): StartOutcome => ({ ok: false, deviceId, error, message });
+    const signal = this.abort.signal;
     try {
-      await this.deps.vendor.control(deviceId, minutes);
+      await this.deps.vendor.control(deviceId, minutes, { signal });
     } catch (err) {
+      if (signal.aborted) return fail('stopping', 'the agent stopped before the vendor answered');
       if (!(err instanceof VendorError)) return fail('vendor_unreachable', errorMessage(err));
       if (err.ambiguous) {
         // The vendor may have acted on it: ask the chair before saying anything.
@@ -126,7 +133,6 @@ export class StartService extends EventEmitter<StartEvents> implements Component
         case 'VENDOR_NOT_FOUND':
           return fail('unknown_chair', 'the vendor does not know this chair');
         case 'VENDOR_UNREACHABLE':
-        case 'VENDOR_ABORTED':
           return fail('vendor_unreachable', err.message);
         case 'VENDOR_TIMEOUT':
           return fail('vendor_timeout', err.message);
@@ -145,19 +151,22 @@ export class StartService extends EventEmitter<StartEvents> implements Component
       // No retries inside a read: this loop is the retry.
       const reading = await this.readStatus(deviceId, log, 0);
       if (reading && this.deps.registry.applyReading(reading).running) return { ok: true, deviceId, minutes };
+      if (this.abort.signal.aborted) return { ok: false, deviceId, error: 'stopping', message: 'the agent stopped before the chair reported running' };
       const left = deadline - clock.now();
       if (left <= 0) {
         return { ok: false, deviceId, error: 'not_confirmed', message: `the vendor accepted the start but the chair did not report running within ${confirmTimeoutMs / 1000} s` };
       }
-      await clock.sleep(Math.min(confirmIntervalMs, left));
+      await clock.sleep(Math.min(confirmIntervalMs, left), this.abort.signal).catch(() => undefined);
     }
   }
 
   private async readStatus(deviceId: string, log: Logger, retries?: number): Promise<ChairReading | null> {
+    const signal = this.abort.signal;
+    if (signal.aborted) return null;
     try {
-      return await this.deps.vendor.chairStatus(deviceId, retries === undefined ? {} : { retries });
+      return await this.deps.vendor.chairStatus(deviceId, retries === undefined ? { signal } : { retries, signal });
     } catch (err) {
-      log.warn({ err: errorMessage(err) }, 'chair status read failed');
+      if (!signal.aborted) log.warn({ err: errorMessage(err) }, 'chair status read failed');
       return null;
     }
   }

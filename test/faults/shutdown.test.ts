@@ -52,6 +52,7 @@ gpio: {driver: sim, chairs: [{deviceId: MC7001, button: 17, led: 27}]}
     // Past 10 s the agent gives up on a clean stop and exits 1: 0 means it stopped in time.
     expect(await agent.signal('SIGTERM')).toBe(0);
     expect(agent.lines.some((l) => l.msg === 'waiting for starts under way')).toBe(true);
+    expect(agent.lines.find((l) => l.msg === 'chair start failed')?.['error']).toBe('stopping');
     expect(agent.lines.at(-1)?.msg).toBe('stopped');
   });
 });

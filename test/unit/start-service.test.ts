@@ -3,7 +3,7 @@ import { ChairRegistry } from '../../agent/core/chair-registry.js';
 import { silentLogger } from '../../agent/logger.js';
 import { StartService, type StartOutcome } from '../../agent/start/start-service.js';
 import { VendorError } from '../../agent/vendor/errors.js';
-import type { ChairReading, VendorApi } from '../../agent/vendor/vendor-api.js';
+import type { CallOptions, ChairReading, VendorApi } from '../../agent/vendor/vendor-api.js';
 import { FakeClock } from '../helpers/fake-clock.js';
 import { parseStartCommand } from '../../agent/mqtt/start-commands.js';
 
@@ -25,6 +25,8 @@ class ScriptedVendor implements VendorApi {
   controls: [string, number][] = [];
   statusReads = 0;
   controlResult: () => Promise<void> = async () => undefined;
+  /** How long the control call takes. */
+  controlMs = 50;
   /** Status answers in turn; the last one repeats. */
   statuses: (() => ChairReading)[] = [];
   constructor(private readonly clock: FakeClock) {}
@@ -41,9 +43,9 @@ class ScriptedVendor implements VendorApi {
   async listTransactions(): Promise<never> {
     throw new Error('not used');
   }
-  async control(id: string, minutes: number): Promise<void> {
+  async control(id: string, minutes: number, options: CallOptions = {}): Promise<void> {
     this.controls.push([id, minutes]);
-    await this.clock.sleep(50);
+    await this.clock.sleep(this.controlMs, options.signal);
     return this.controlResult();
   }
   async close(): Promise<void> {}
@@ -175,6 +177,19 @@ describe('start rules and the start use case', () => {
     await stopping;
     expect(await inFlight).toMatchObject({ ok: true });
     expect(await starts.startChair('IDLE', { source: 'mqtt' })).toMatchObject({ ok: false, error: 'stopping' });
+  });
+
+  it('gives up a start that outlives the drain: its vendor call is aborted and nothing more is asked', async () => {
+    const { vendor, starts, clock } = setup();
+    vendor.controlMs = 60_000; // the vendor never answers in time
+    vendor.statuses = [() => reading('IDLE', true)];
+    const hung = starts.startChair('IDLE', { source: 'button' });
+    const stopping = starts.stop();
+    await clock.advance(4_000);
+    await stopping;
+    expect(await hung).toMatchObject({ ok: false, error: 'stopping' });
+    expect(vendor.statusReads).toBe(0);
+    expect(starts.isStarting('IDLE')).toBe(false);
   });
 });
 
