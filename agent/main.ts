@@ -34,6 +34,8 @@ async function dispatch(args: ParsedArgs, ctx: CommandContext): Promise<number> 
       return (await import('./cli/commands/outbox.js')).outboxCommand(args, ctx);
     case 'demo':
       return (await import('./cli/commands/demo.js')).demoCommand(args, ctx);
+    case 'secrets':
+      return (await import('./cli/commands/secrets.js')).secretsCommand(args, ctx);
     case 'schema':
       return (await import('./cli/commands/schema.js')).schemaCommand(ctx);
   }
@@ -68,6 +70,8 @@ async function main(): Promise<void> {
     stderr: (t) => void process.stderr.write(t),
     signal: stop.signal,
     stdin: process.stdin.isTTY ? process.stdin : undefined,
+    input: process.stdin,
+    inputIsTTY: process.stdin.isTTY === true,
     stdoutIsTTY: process.stdout.isTTY === true,
     pid: process.pid,
   };

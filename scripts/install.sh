@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# chair-agent installer. Run as root on the site box, from a clone where `npm ci && npm run build`
-# has run. Idempotent: running it again upgrades the code and keeps config, credentials and data.
+# chair-agent source install, for developers and for systems the .deb does not cover. Run as
+# root from a clone where `npm ci && npm run build` has run. It installs the same tree the .deb
+# does, on the runtime this checkout pins (node_modules/node-linux-<arch>), never the system's
+# Node. Idempotent: run it again to upgrade; config, credentials and data are kept.
 #
 #   sudo scripts/install.sh                 install or upgrade, enable the service, start it if the config is valid
 #   sudo scripts/install.sh --no-start      the same, without starting
@@ -8,26 +10,20 @@
 #   sudo scripts/install.sh --purge         remove everything, data and the chair-agent user included
 #   scripts/install.sh --root DIR ...       act on a staging root instead of this machine (tests, image builds)
 #
-# Secrets: given as CHAIR_AGENT_VENDOR_API_KEY, CHAIR_AGENT_WEBHOOK_SECRET, CHAIR_AGENT_MQTT_PASSWORD in the
-# environment (sudo -E), or asked for on a terminal; stored as 0600 root files in /etc/chair-agent/credentials,
-# which systemd hands to the service (LoadCredential=). An existing credential is kept unless a new one is given.
+# Secrets given as CHAIR_AGENT_VENDOR_API_KEY, CHAIR_AGENT_WEBHOOK_SECRET, CHAIR_AGENT_MQTT_PASSWORD
+# in the environment are stored as credentials; otherwise set them afterwards with
+# `sudo chair-agent secrets set NAME`. An existing credential is kept unless a new one is given.
 set -euo pipefail
 
 SRC="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 ROOT=""
 MODE=install
 START=yes
-APP=/opt/chair-agent
-ETC=/etc/chair-agent
-STATE=/var/lib/chair-agent
 UNIT=/etc/systemd/system/chair-agent.service
 WRAPPER=/usr/local/bin/chair-agent
-SERVICE_USER=chair-agent
-MIN_NODE=20.19.0
 
 say() { printf 'install: %s\n' "$*"; }
 die() { printf 'install: error: %s\n' "$*" >&2; exit 1; }
-R() { printf '%s%s' "$ROOT" "$1"; }
 
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -35,7 +31,7 @@ while [ $# -gt 0 ]; do
     --uninstall) MODE=uninstall; shift ;;
     --purge) MODE=purge; shift ;;
     --no-start) START=no; shift ;;
-    -h|--help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) die "unknown option $1 (see --help)" ;;
   esac
 done
@@ -44,47 +40,46 @@ done
 if [ -n "$ROOT" ]; then
   mkdir -p "$ROOT"
   ROOT="$(cd "$ROOT" && pwd)"
-  ROOTARGS=(--root "$ROOT")
-else
-  ROOTARGS=()
 fi
+# shellcheck source=scripts/pkg/site-setup.sh
+. "$SRC/scripts/pkg/site-setup.sh"
 
-have_systemd() { [ -z "$ROOT" ] && [ -d /run/systemd/system ] && command -v systemctl >/dev/null 2>&1; }
-
-version_ge() { [ "$(printf '%s\n%s\n' "$2" "$1" | sort -V | head -n1)" = "$2" ]; }
-
-check_node() {
-  NODE_BIN="$(command -v node || true)"
-  [ -n "$NODE_BIN" ] || die "Node.js is not installed: apt install nodejs (Debian trixie / Raspberry Pi OS ship 20.19)"
-  local v
-  v="$("$NODE_BIN" -p 'process.versions.node')"
-  version_ge "$v" "$MIN_NODE" || die "Node.js $v is too old: chair-agent needs $MIN_NODE or newer"
-  say "Node.js $v at $NODE_BIN"
+target_arch() {
+  case "$(uname -m)" in
+    x86_64) ARCH=x64; LOADER=/lib64/ld-linux-x86-64.so.2; DEB_ARCH=amd64 ;;
+    aarch64|arm64) ARCH=arm64; LOADER=/lib/ld-linux-aarch64.so.1; DEB_ARCH=arm64 ;;
+    *) die "$(uname -m) is not supported: chair-agent runs on 64-bit ARM (arm64) and x86-64 only" ;;
+  esac
+  RUNTIME_SRC="$SRC/node_modules/node-linux-$ARCH"
+  [ -x "$RUNTIME_SRC/bin/node" ] || die "the pinned Node.js runtime is missing ($RUNTIME_SRC): run npm ci in $SRC"
+  [ -e "$LOADER" ] || die "this system cannot run the $DEB_ARCH runtime (no $LOADER): a 64-bit OS is needed"
+  say "Node.js $("$RUNTIME_SRC/bin/node" --version) (pinned, from $RUNTIME_SRC)"
 }
 
-# Account files of a staging root start with root alone.
-seed_accounts() {
-  [ -n "$ROOT" ] || return 0
-  mkdir -p "$(R /etc)"
-  [ -f "$(R /etc/passwd)" ] || printf 'root:x:0:0:root:/root:/bin/bash\n' > "$(R /etc/passwd)"
-  [ -f "$(R /etc/group)" ] || printf 'root:x:0:\n' > "$(R /etc/group)"
-  [ -f "$(R /etc/shadow)" ] || { printf 'root:*:19000:0:99999:7:::\n' > "$(R /etc/shadow)"; chmod 0640 "$(R /etc/shadow)"; }
-  [ -f "$(R /etc/gshadow)" ] || { printf 'root:*::\n' > "$(R /etc/gshadow)"; chmod 0640 "$(R /etc/gshadow)"; }
-}
-
-ensure_user() {
-  seed_accounts
-  grep -q '^gpio:' "$(R /etc/group)" || { groupadd "${ROOTARGS[@]}" --system gpio; say "created group gpio"; }
-  if ! grep -q "^$SERVICE_USER:" "$(R /etc/passwd)"; then
-    useradd "${ROOTARGS[@]}" --system --user-group --home-dir "$STATE" --no-create-home --shell /usr/sbin/nologin \
-      --comment "chair-agent service" --groups gpio "$SERVICE_USER" 2>/dev/null
-    say "created system user $SERVICE_USER (in group gpio)"
-  elif ! grep -q "^gpio:.*[:,]$SERVICE_USER\(,\|$\)" "$(R /etc/group)"; then
-    usermod "${ROOTARGS[@]}" -aG gpio "$SERVICE_USER"
-    say "added $SERVICE_USER to group gpio"
+# Every native module of the installed app must load under the installed runtime: a module built
+# for another Node (npm ci under a different one) fails here, not silently at the first press.
+verify_native() {
+  local app="$1" node="$1/../runtime/bin/node" problems=()
+  (cd "$app" && "$node" -e "const D=require('better-sqlite3'); new D(':memory:').close()") 2>/dev/null ||
+    problems+=("better-sqlite3 does not load under $("$node" --version)")
+  if [ -d "$app/node_modules/onoff" ]; then
+    (cd "$app" && "$node" -e "require('epoll')") 2>/dev/null || GPIO_ONOFF="epoll (onoff) does not load under $("$node" --version): run npm ci again in $SRC"
+  else
+    GPIO_ONOFF="onoff is not installed (npm ci could not build its epoll addon: no compiler?)"
   fi
-  SVC_UID="$(awk -F: -v u="$SERVICE_USER" '$1==u {print $3}' "$(R /etc/passwd)")"
-  SVC_GID="$(awk -F: -v u="$SERVICE_USER" '$1==u {print $4}' "$(R /etc/passwd)")"
+  if [ ${#problems[@]} -gt 0 ]; then die "${problems[*]}"; fi
+  local driver
+  driver="$(cd "$app" && "$node" --input-type=module -e "
+    import { readFileSync } from 'node:fs';
+    import { parse } from 'yaml';
+    import { DEFAULT_GPIO_DRIVER } from './dist/agent/config/schema.js';
+    let c = {}; try { c = parse(readFileSync(process.argv[1], 'utf8')) ?? {}; } catch {}
+    process.stdout.write(String(c?.gpio?.driver ?? DEFAULT_GPIO_DRIVER));" "$(R "$ETC/config.yaml")" 2>/dev/null)" || true
+  if [ -n "${GPIO_ONOFF:-}" ]; then
+    [ "$driver" = onoff ] && die "$GPIO_ONOFF, and the config uses gpio.driver: onoff; the buttons and LEDs would be dead"
+    say "warning: $GPIO_ONOFF; gpio.driver: onoff will not work (gpiod and sim do)"
+  fi
+  say "native modules load under the installed runtime"
 }
 
 install_app() {
@@ -94,46 +89,48 @@ install_app() {
   new="$target.new"
   old="$target.old"
   rm -rf "$new" "$old"
-  mkdir -p "$new"
-  cp -a "$SRC/dist" "$SRC/package.json" "$SRC/package-lock.json" "$SRC/config" "$SRC/systemd" "$SRC/README.md" "$new/"
-  rm -rf "$new/dist/bench"
-  if [ -d "$SRC/node_modules" ]; then
-    # The clone's own build of the native modules, minus the development tools.
-    cp -a "$SRC/node_modules" "$new/node_modules"
-    (cd "$new" && npm prune --omit=dev --no-audit --no-fund --loglevel=error >/dev/null)
-    # Compiler leftovers of the native modules are not needed to run (SD card space).
-    find "$new/node_modules" -path '*/build/Release/obj*' -prune -exec rm -rf {} +
-    find "$new/node_modules" -mindepth 1 -maxdepth 1 -type d -empty -delete
-  else
-    (cd "$new" && npm ci --omit=dev --no-audit --no-fund --loglevel=error >/dev/null)
-  fi
+  mkdir -p "$new/runtime/bin" "$new/app/dist" "$new/bin" "$new/lib"
+  cp "$RUNTIME_SRC/bin/node" "$new/runtime/bin/node"
+  cp "$RUNTIME_SRC/LICENSE" "$new/runtime/LICENSE"
+  cp -a "$SRC/dist/agent" "$new/app/dist/agent"
+  cp -a "$SRC/package.json" "$SRC/package-lock.json" "$SRC/config" "$SRC/systemd" "$SRC/README.md" "$new/app/"
+  # The clone's node_modules (native modules built for the pinned runtime), minus development tools.
+  cp -a "$SRC/node_modules" "$new/app/node_modules"
+  # The lockfile marks every package only development needs ("dev": true).
+  "$RUNTIME_SRC/bin/node" -e '
+    const { rmSync } = require("node:fs"); const { join } = require("node:path");
+    const app = process.argv[1];
+    const lock = require(join(app, "package-lock.json"));
+    for (const [path, meta] of Object.entries(lock.packages ?? {})) if (path && meta.dev) rmSync(join(app, path), { recursive: true, force: true });' "$new/app"
+  rm -rf "$new/app/node_modules"/node-linux-* "$new/app/node_modules/.bin"
+  find "$new/app/node_modules" -path '*/build/Release/obj*' -prune -exec rm -rf {} +
+  find "$new/app/node_modules" -mindepth 1 -type d -empty -delete
+  cp "$SRC/scripts/pkg/site-setup.sh" "$new/lib/site-setup.sh"
+  sed -e "s#@ARCH@#$DEB_ARCH#g" -e "s#@MACHINE@#$(uname -m)#g" -e "s#@LOADER@#$LOADER#g" \
+    -e "s#@ENTRY@#$("$RUNTIME_SRC/bin/node" -p "require('$SRC/package.json').bin['chair-agent']")#g" -e 's# @NODE_FLAGS@##g' \
+    "$SRC/scripts/pkg/launcher.sh" > "$new/bin/chair-agent"
+  chmod 0755 "$new/bin/chair-agent"
   chown -R 0:0 "$new"
   chmod -R u=rwX,go=rX "$new"
+  verify_native "$new/app"
   [ -d "$target" ] && mv "$target" "$old"
   mv "$new" "$target"
   rm -rf "$old"
   mkdir -p "$(R /usr/local/bin)"
-  printf '#!/bin/sh\nexec %s %s/dist/agent/main.js "$@"\n' "$NODE_BIN" "$APP" > "$(R "$WRAPPER")"
-  chmod 0755 "$(R "$WRAPPER")"
-  say "installed the agent in $APP (production dependencies only) and $WRAPPER"
+  ln -sfn "$APP/bin/chair-agent" "$(R "$WRAPPER")"
+  say "installed the agent in $APP (its own runtime, production dependencies only) and $WRAPPER"
 }
 
-write_credential() {
-  local name="$1" env="$2" label="$3" file value=""
-  file="$(R "$ETC/credentials/$name")"
-  value="${!env:-}"
-  if [ -z "$value" ] && [ ! -s "$file" ] && [ -t 0 ] && [ -z "$ROOT" ]; then
-    read -r -s -p "install: $label (empty to skip): " value; printf '\n'
-  fi
-  if [ -n "$value" ]; then
-    (umask 077; printf '%s' "$value" > "$file")
+store_credentials() {
+  local spec name env value
+  for spec in vendor-api-key:CHAIR_AGENT_VENDOR_API_KEY webhook-secret:CHAIR_AGENT_WEBHOOK_SECRET mqtt-password:CHAIR_AGENT_MQTT_PASSWORD; do
+    name="${spec%%:*}"
+    env="${spec#*:}"
+    value="${!env:-}"
+    [ -n "$value" ] || continue
+    (umask 077; printf '%s' "$value" > "$(R "$CREDENTIALS/$name")")
     say "stored credential $name"
-  elif [ ! -f "$file" ]; then
-    # systemd's LoadCredential= needs the file; an empty one means "not set".
-    (umask 077; : > "$file")
-  fi
-  chown 0:0 "$file"
-  chmod 0600 "$file"
+  done
 }
 
 install_config() {
@@ -144,69 +141,31 @@ install_config() {
     install -m 0640 -o 0 -g "$SVC_GID" "$SRC/config/config.example.yaml" "$(R "$ETC/config.yaml")"
     say "wrote $ETC/config.yaml from the example: edit it for this site"
   fi
-  install -d -m 0700 -o 0 -g 0 "$(R "$ETC/credentials")"
-  write_credential vendor-api-key CHAIR_AGENT_VENDOR_API_KEY "vendor API key"
-  write_credential webhook-secret CHAIR_AGENT_WEBHOOK_SECRET "webhook channel secret"
-  write_credential mqtt-password CHAIR_AGENT_MQTT_PASSWORD "MQTT password"
-  install -d -m 0750 -o "$SVC_UID" -g "$SVC_GID" "$(R "$STATE")"
+  ensure_dirs
+  store_credentials
 }
 
 install_unit() {
   mkdir -p "$(R /etc/systemd/system)"
-  sed "s#^ExecStart=/usr/bin/node #ExecStart=$NODE_BIN #" "$SRC/systemd/chair-agent.service" > "$(R "$UNIT").tmp"
-  chmod 0644 "$(R "$UNIT").tmp"
-  mv "$(R "$UNIT").tmp" "$(R "$UNIT")"
-  if [ -n "$ROOT" ]; then
-    systemctl --root="$ROOT" enable chair-agent.service >/dev/null 2>&1
-  elif have_systemd; then
-    systemctl daemon-reload
-    systemctl enable chair-agent.service >/dev/null 2>&1
-  else
-    say "systemd is not running here: enable the unit yourself"
-  fi
+  install -m 0644 "$SRC/systemd/chair-agent.service" "$(R "$UNIT")"
+  enable_unit
   say "installed and enabled $UNIT"
-}
-
-config_valid() {
-  CREDENTIALS_DIRECTORY="$(R "$ETC/credentials")" "$NODE_BIN" "$(R "$APP")/dist/agent/main.js" check --config "$(R "$ETC/config.yaml")" >/dev/null 2>&1
-}
-
-start_service() {
-  if [ "$START" = no ] || ! have_systemd; then return 0; fi
-  if config_valid; then
-    systemctl restart chair-agent.service
-    say "started chair-agent (systemctl status chair-agent)"
-  else
-    say "not started: the config is not complete yet ($ETC/config.yaml; see: chair-agent check)"
-  fi
-}
-
-next_steps() {
-  cat <<TXT
-
-Next:
-  1. Edit $ETC/config.yaml: site.id, vendor.baseUrl, mqtt.url, the chairs and their pins.
-  2. Secrets (if not given above): sudo sh -c 'umask 077; printf %s KEY > $ETC/credentials/vendor-api-key'
-     (and webhook-secret, mqtt-password).
-  3. Buttons need pull-ups: add e.g. 'gpio=17,22=ip,pu' to /boot/firmware/config.txt and reboot (README: Wiring).
-  4. chair-agent check && chair-agent doctor
-  5. sudo systemctl restart chair-agent; journalctl -u chair-agent -f -o cat
-TXT
 }
 
 uninstall() {
   if [ -n "$ROOT" ]; then
     systemctl --root="$ROOT" disable chair-agent.service >/dev/null 2>&1 || true
-  elif have_systemd; then
+  elif systemd_running; then
     systemctl disable --now chair-agent.service >/dev/null 2>&1 || true
   fi
   rm -f "$(R "$UNIT")" "$(R "$WRAPPER")"
   rm -rf "$(R "$APP")" "$(R "$APP").new" "$(R "$APP").old"
-  if have_systemd; then systemctl daemon-reload; fi
+  if systemd_running; then systemctl daemon-reload; fi
   say "removed the service and the code"
   if [ "$MODE" = purge ]; then
     rm -rf "$(R "$ETC")" "$(R "$STATE")"
-    if grep -q "^$SERVICE_USER:" "$(R /etc/passwd)" 2>/dev/null; then userdel "${ROOTARGS[@]}" "$SERVICE_USER" 2>/dev/null || true; fi
+    # shellcheck disable=SC2046
+    if grep -q "^$SERVICE_USER:" "$(R /etc/passwd)" 2>/dev/null; then userdel $(root_args) "$SERVICE_USER" 2>/dev/null || true; fi
     say "purged $ETC, $STATE and the $SERVICE_USER user"
   else
     say "kept $ETC (config, credentials) and $STATE (data); --purge removes them"
@@ -215,12 +174,12 @@ uninstall() {
 
 case "$MODE" in
   install)
-    check_node
+    target_arch
     ensure_user
-    install_app
     install_config
+    install_app
     install_unit
-    start_service
+    if [ "$START" = yes ]; then start_if_valid; fi
     next_steps
     ;;
   uninstall|purge)

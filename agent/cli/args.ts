@@ -1,7 +1,7 @@
 import { parseArgs } from 'node:util';
 import { AgentError } from '../errors.js';
 
-export const VERBS = ['run', 'check', 'doctor', 'start', 'outbox', 'simulate', 'demo', 'schema'] as const;
+export const VERBS = ['run', 'check', 'doctor', 'start', 'outbox', 'secrets', 'simulate', 'demo', 'schema'] as const;
 export type Verb = (typeof VERBS)[number];
 
 export interface ParsedArgs {
@@ -23,6 +23,7 @@ const PER_VERB = {
   doctor: {},
   start: { minutes: { type: 'string', short: 'm' }, json: { type: 'boolean' } },
   outbox: { json: { type: 'boolean' } },
+  secrets: {},
   simulate: {
     port: { type: 'string', short: 'p' },
     host: { type: 'string' },
@@ -53,7 +54,7 @@ export function parseCli(argv: readonly string[]): ParsedArgs {
   const verb = first as Verb;
   let parsed;
   try {
-    parsed = parseArgs({ args: [...rest], options: { ...COMMON, ...PER_VERB[verb] }, allowPositionals: verb === 'start', strict: true });
+    parsed = parseArgs({ args: [...rest], options: { ...COMMON, ...PER_VERB[verb] }, allowPositionals: verb === 'start' || verb === 'secrets', strict: true });
   } catch (err) {
     throw new UsageError((err as Error).message.replace(/\. To specify a positional.*$/s, ''));
   }

@@ -7,6 +7,9 @@ export interface CommandContext {
   signal: AbortSignal;
   /** Standard input when it is a terminal (the demo's keys), else undefined. */
   stdin?: NodeJS.ReadStream | undefined;
+  /** Standard input, terminal or not (a secret piped in). */
+  input: NodeJS.ReadStream;
+  inputIsTTY: boolean;
   stdoutIsTTY: boolean;
   pid: number;
 }

@@ -6,6 +6,7 @@ Commands:
   doctor                    check config, database, vendor API, broker and GPIO, with hints
   start DEVICE_ID [-m N]    start a chair through the same path as its button
   outbox                    transaction backlog: waiting, oldest, delivered, last delivery
+  secrets set|unset|list    the stored secrets (systemd credentials); a value is read from stdin
   simulate [--port N]       run the vendor cloud simulator on loopback
   demo                      simulator + embedded broker + simulated GPIO + agent, no config needed
   schema                    print the JSON Schema of the config file
@@ -42,6 +43,14 @@ confirmation by the chair's status) and prints the outcome. Exits 0 when the cha
 
 Prints the transaction backlog: records waiting for the broker, the oldest waiting, records
 delivered, the last delivery. Reads the database of storage.path; safe while the agent runs.
+`,
+  secrets: `Usage: chair-agent secrets set NAME | unset NAME | list [--config FILE]
+
+The secrets the service gets as systemd credentials, stored as root-only files in credentials/
+beside the config (/etc/chair-agent/credentials). NAME is vendor-api-key, webhook-secret or
+mqtt-password. "set" reads the value from standard input (typed without echo on a terminal, or
+piped: printf %s "$KEY" | sudo chair-agent secrets set vendor-api-key), so it never appears in
+the shell's history or in ps. "list" says which are set, never their values. Needs root.
 `,
   simulate: `Usage: chair-agent simulate [--port N] [--host H] [--chairs N] [--api-key K]
                           [--webhook-url URL] [--webhook-secret S] [--minute-seconds S]

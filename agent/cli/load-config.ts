@@ -1,3 +1,5 @@
+import { existsSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import { ConfigError, DEFAULT_CONFIG_PATH, loadConfig, type LoadedConfig } from '../config/load.js';
 import type { CommandContext } from './context.js';
 
@@ -5,12 +7,32 @@ export function configPath(explicit: string | undefined, env: CommandContext['en
   return explicit ?? env['CHAIR_AGENT_CONFIG'] ?? DEFAULT_CONFIG_PATH;
 }
 
-/** Loads the config for a command; on failure prints every problem and returns null (exit 78). */
-export function loadForCommand(explicit: string | undefined, ctx: CommandContext): LoadedConfig | null {
+/**
+ * Where the stored secrets are: systemd's $CREDENTIALS_DIRECTORY in the service, else the
+ * credentials/ directory beside the config (/etc/chair-agent/credentials), which is what the
+ * unit hands the service, so `sudo chair-agent check` sees the secrets the service sees.
+ */
+export function credentialsDirectory(path: string, env: CommandContext['env']): string | undefined {
+  const fromSystemd = env['CREDENTIALS_DIRECTORY'];
+  if (fromSystemd) return fromSystemd;
+  const beside = join(dirname(path), 'credentials');
+  return existsSync(beside) ? beside : undefined;
+}
+
+/**
+ * Loads the config for a command; on failure prints every problem and returns null (exit 78).
+ * A file or secret this user may not read is one line naming sudo.
+ */
+export function loadForCommand(explicit: string | undefined, ctx: CommandContext, verb?: string): LoadedConfig | null {
   const path = configPath(explicit, ctx.env);
   try {
-    return loadConfig(path, { env: ctx.env, credentialsDirectory: ctx.env['CREDENTIALS_DIRECTORY'] });
+    return loadConfig(path, { env: ctx.env, credentialsDirectory: credentialsDirectory(path, ctx.env) });
   } catch (err) {
+    if (err instanceof ConfigError && err.code === 'CONFIG_PERMISSION') {
+      const again = ['sudo', 'chair-agent', ...(verb ? [verb] : []), ...(explicit ? ['--config', explicit] : [])].join(' ');
+      ctx.stderr(`chair-agent: ${err.problems[0]}; run it as root: ${again}\n`);
+      return null;
+    }
     if (err instanceof ConfigError) {
       ctx.stderr(`chair-agent: configuration error (${err.code}) in ${path}:\n${err.problems.map((p) => `  ${p}`).join('\n')}\n`);
       return null;

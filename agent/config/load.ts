@@ -7,7 +7,7 @@ import { ConfigSchema, SECRET_PATHS, formatPath, type Config } from './schema.js
 
 export const DEFAULT_CONFIG_PATH = '/etc/chair-agent/config.yaml';
 
-export type ConfigErrorCode = 'CONFIG_UNREADABLE' | 'CONFIG_SYNTAX' | 'CONFIG_INVALID';
+export type ConfigErrorCode = 'CONFIG_UNREADABLE' | 'CONFIG_PERMISSION' | 'CONFIG_SYNTAX' | 'CONFIG_INVALID';
 
 /** Exit 78. `problems` are the "path: what is wrong" lines, every one of them. */
 export class ConfigError extends AgentError {
@@ -38,7 +38,11 @@ export const SECRETS: readonly SecretSpec[] = [
 export interface ConfigSources {
   /** Environment variables (only the CHAIR_AGENT_* secrets are read). */
   env: Readonly<Record<string, string | undefined>>;
-  /** systemd's $CREDENTIALS_DIRECTORY, when set. */
+  /**
+   * Where the secrets stored as systemd credentials are: systemd's $CREDENTIALS_DIRECTORY for the
+   * service, else the directory they are stored in (/etc/chair-agent/credentials beside the
+   * default config), so a command run by hand gets the same secrets as the service.
+   */
   credentialsDirectory?: string | undefined;
 }
 
@@ -55,7 +59,9 @@ export function loadConfig(path: string, sources: ConfigSources): LoadedConfig {
   try {
     text = readFileSync(path, 'utf8');
   } catch (err) {
-    throw new ConfigError('CONFIG_UNREADABLE', [`${path}: cannot read the configuration file (${errorCode(err) ?? 'error'})`]);
+    const code = errorCode(err);
+    if (code === 'EACCES' || code === 'EPERM') throw new ConfigError('CONFIG_PERMISSION', [`cannot read ${path} (permission denied)`]);
+    throw new ConfigError('CONFIG_UNREADABLE', [`${path}: cannot read the configuration file (${code ?? 'error'})`]);
   }
   return parseConfig(text, path, sources);
 }
@@ -127,12 +133,16 @@ function resolveSecrets(raw: unknown, sources: ConfigSources): Record<string, Se
   return found;
 }
 
+/** A stored secret; undefined when absent or empty (an empty file means "not set"). */
 function readCredential(dir: string | undefined, name: string): string | undefined {
   if (!dir) return undefined;
+  const file = join(dir, name);
   try {
-    const value = readFileSync(join(dir, name), 'utf8').replace(/\r?\n$/, '');
+    const value = readFileSync(file, 'utf8').replace(/\r?\n$/, '');
     return value === '' ? undefined : value;
-  } catch {
+  } catch (err) {
+    const code = errorCode(err);
+    if (code === 'EACCES' || code === 'EPERM') throw new ConfigError('CONFIG_PERMISSION', [`cannot read the stored secrets in ${dir} (permission denied)`]);
     return undefined;
   }
 }

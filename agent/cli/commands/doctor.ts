@@ -205,7 +205,7 @@ export function formatCheck(line: CheckLine): string {
 
 export async function doctorCommand(args: ParsedArgs, ctx: CommandContext): Promise<number> {
   const path = configPath(args.config, ctx.env);
-  const loaded = loadForCommand(args.config, ctx);
+  const loaded = loadForCommand(args.config, ctx, args.verb);
   if (!loaded) {
     ctx.stdout(`${formatCheck({ name: 'config', ok: false, detail: `${path} is not valid (the problems are above)`, hint: 'fix them; chair-agent check --config FILE shows the result' })}\n`);
     return EXIT_CONFIG;

@@ -16,7 +16,7 @@ function ago(ms: number): string {
 
 /** Backlog figures, read from the database while the agent runs (WAL lets both work). */
 export function outboxCommand(args: ParsedArgs, ctx: CommandContext, now = Date.now()): number {
-  const loaded = loadForCommand(args.config, ctx);
+  const loaded = loadForCommand(args.config, ctx, args.verb);
   if (!loaded) return EXIT_CONFIG;
   const { config } = loaded;
   if (!existsSync(config.storage.path)) {

@@ -29,7 +29,7 @@ async function prettyDestination(ctx: CommandContext): Promise<DestinationStream
 }
 
 export async function runCommand(args: ParsedArgs, ctx: CommandContext): Promise<number> {
-  const loaded = loadForCommand(args.config, ctx);
+  const loaded = loadForCommand(args.config, ctx, args.verb);
   if (!loaded) return EXIT_CONFIG;
   const { config } = loaded;
   const destination = args.values['pretty'] === true ? await prettyDestination(ctx) : undefined;

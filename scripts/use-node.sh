@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Points this checkout's npm scripts at another Node.js runtime, or back at the pinned one.
+#
+#   scripts/use-node.sh 22.23.3     the scripts (npm test, npm run demo, ...) now run on Node 22.23.3
+#   scripts/use-node.sh pinned      back to the runtime package.json pins (what the package ships)
+#
+# npm puts node_modules/.bin first on the scripts' PATH, and the pinned runtime package
+# (node-linux-<arch>, an optional dependency) links node_modules/.bin/node. This re-points that
+# link at the registry's node-linux-<arch>@VERSION, kept in .runtimes/, and rebuilds the native
+# modules that are tied to one Node ABI (scripts/native-deps.mjs). Nothing but the npm registry
+# is contacted. `npm ci` also restores the pinned runtime.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+want="${1:?usage: scripts/use-node.sh VERSION|pinned}"
+case "$(uname -m)" in
+  x86_64) arch=x64 ;;
+  aarch64|arm64) arch=arm64 ;;
+  *) echo "use-node: no Node runtime package for $(uname -m)" >&2; exit 1 ;;
+esac
+[ -d node_modules ] || { echo "use-node: run npm ci first" >&2; exit 1; }
+
+if [ "$want" = pinned ]; then
+  target="../node-linux-$arch/bin/node"
+  [ -x "node_modules/node-linux-$arch/bin/node" ] || { echo "use-node: node_modules/node-linux-$arch is missing: npm ci" >&2; exit 1; }
+else
+  dir=".runtimes/node-linux-$arch-$want"
+  if [ ! -x "$dir/bin/node" ]; then
+    mkdir -p .runtimes
+    tgz="$(cd .runtimes && npm pack --silent "node-linux-$arch@$want" 2>/dev/null | tail -n1)"
+    [ -f ".runtimes/$tgz" ] || { echo "use-node: node-linux-$arch@$want is not on the registry" >&2; exit 1; }
+    mkdir -p "$dir"
+    tar -xzf ".runtimes/$tgz" -C "$dir" --strip-components=1
+    rm -f ".runtimes/$tgz"
+  fi
+  target="$(pwd)/$dir/bin/node"
+fi
+ln -sfn "$target" node_modules/.bin/node
+echo "use-node: npm scripts now run on $(node_modules/.bin/node --version)"
+node_modules/.bin/node scripts/native-deps.mjs --quiet
