@@ -1,5 +1,5 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -17,8 +17,16 @@ const hasNotify = spawnSync('systemd-notify', ['--help']).status === 0;
 const hasPython = spawnSync('python3', ['-c', 'import socket; socket.recv_fds']).status === 0;
 
 describe.skipIf(!hasAnalyze)('the systemd unit', () => {
-  it('passes systemd-analyze verify', () => {
-    const r = spawnSync('systemd-analyze', ['verify', UNIT], { encoding: 'utf8' });
+  it('passes systemd-analyze verify, as installed (ExecStart is the launcher in /opt/chair-agent)', () => {
+    // A root with this machine's units and the installed launcher's path: the unit is checked as shipped.
+    const root = mkdtempSync(join(tmpdir(), 'unit-root-'));
+    mkdirSync(join(root, 'etc/systemd/system'), { recursive: true });
+    mkdirSync(join(root, 'usr/lib/systemd'), { recursive: true });
+    mkdirSync(join(root, 'opt/chair-agent/bin'), { recursive: true });
+    cpSync('/usr/lib/systemd/system', join(root, 'usr/lib/systemd/system'), { recursive: true, verbatimSymlinks: true });
+    writeFileSync(join(root, 'opt/chair-agent/bin/chair-agent'), '#!/bin/sh\n', { mode: 0o755 });
+    cpSync(UNIT, join(root, 'etc/systemd/system/chair-agent.service'));
+    const r = spawnSync('systemd-analyze', ['verify', `--root=${root}`, '/etc/systemd/system/chair-agent.service'], { encoding: 'utf8' });
     expect(r.status, r.stderr).toBe(0);
     expect(r.stderr.split('\n').filter((l) => l.includes('chair-agent.service') && !/non-existent unit multi-user/.test(l))).toEqual([]);
   });

@@ -1,0 +1,379 @@
+#!/usr/bin/env node
+// `npm run package:check`: the packages of dist/pkg/ as a site installer meets them, on this
+// x86-64 machine (CI runs it after `npm run package`).
+//
+//  arm64  The tarball's own runtime (runtime/bin/node, aarch64) under qemu user-mode emulation:
+//         `check` on a config, then `run` against the vendor simulator with simulated GPIO,
+//         publishing chair states to a real Mosquitto; a signed webhook stored in SQLite and
+//         delivered over MQTT; a button press that starts a chair; SIGTERM.
+//  deb    The amd64 .deb in a Debian 12 chroot (debootstrap, cached): apt install, secrets set,
+//         check as root and as a user who may not, doctor, the agent run as the service user,
+//         an upgrade that keeps config, credentials and the database, remove, purge; the arm64
+//         .deb refused on amd64.
+//
+// `npm run package:check -- arm64` or `-- deb` runs one part. Needs qemu-user-static,
+// libc6-arm64-cross, mosquitto, and for the deb part root and debootstrap.
+import { spawn, spawnSync } from 'node:child_process';
+import { createHmac } from 'node:crypto';
+import { chmodSync, cpSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { createServer, connect } from 'node:net';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import mqtt from 'mqtt';
+
+const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
+const PKG = join(ROOT, 'dist', 'pkg');
+const CACHE = join(PKG, 'cache');
+const VERSION = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')).version;
+const MAIN = join(ROOT, 'dist', 'agent', 'main.js');
+const QEMU = ['qemu-aarch64-static', '-L', '/usr/aarch64-linux-gnu'];
+const KEY = 'pkg-check-api-key-7f3a';
+const SECRET = 'pkg-check-webhook-secret-91c2';
+const started = Date.now();
+const children = new Set();
+
+const say = (text) => process.stderr.write(`package-check [${((Date.now() - started) / 1000).toFixed(1)} s]: ${text}\n`);
+class CheckFailed extends Error {}
+function expect(ok, what, detail = '') {
+  if (!ok) throw new CheckFailed(`${what}${detail ? `\n${detail}` : ''}`);
+  say(`ok: ${what}`);
+}
+
+function sh(cmd, args, opts = {}) {
+  const r = spawnSync(cmd, args, { encoding: 'utf8', ...opts });
+  if (r.error) throw r.error;
+  return { code: r.status, out: `${r.stdout ?? ''}${r.stderr ?? ''}`, stdout: r.stdout ?? '', stderr: r.stderr ?? '' };
+}
+
+function freePort() {
+  return new Promise((res, rej) => {
+    const s = createServer();
+    s.once('error', rej);
+    s.listen(0, '127.0.0.1', () => {
+      const { port } = s.address();
+      s.close(() => res(port));
+    });
+  });
+}
+
+async function waitFor(check, what, timeoutMs = 60_000) {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    try {
+      const v = await check();
+      if (v) return v;
+    } catch {
+      // not yet
+    }
+    if (Date.now() > deadline) throw new CheckFailed(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+const portOpen = (port) =>
+  new Promise((res) => {
+    const s = connect(port, '127.0.0.1');
+    s.once('connect', () => (s.destroy(), res(true)));
+    s.once('error', () => res(false));
+  });
+
+/** A long-running process whose output is kept; killed at exit if still running. */
+function daemon(cmd, args, opts = {}) {
+  const child = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'pipe'], ...opts });
+  children.add(child);
+  let output = '';
+  child.stdout.on('data', (d) => (output += d));
+  child.stderr.on('data', (d) => (output += d));
+  const exited = new Promise((res) => child.once('exit', (code, signal) => (children.delete(child), res(code ?? signal))));
+  return { child, exited, output: () => output };
+}
+
+async function mosquitto() {
+  const port = await freePort();
+  const dir = mkdtempSync(join(tmpdir(), 'pkgcheck-mosq-'));
+  writeFileSync(join(dir, 'm.conf'), `listener ${port} 127.0.0.1\nallow_anonymous true\npersistence false\n`);
+  const bin = ['/usr/sbin/mosquitto', '/usr/bin/mosquitto'].find((p) => existsSync(p));
+  if (!bin) throw new CheckFailed('mosquitto is not installed (apt install mosquitto)');
+  const d = daemon(bin, ['-c', join(dir, 'm.conf')]);
+  await waitFor(() => portOpen(port), 'mosquitto');
+  return { port, url: `mqtt://127.0.0.1:${port}`, stop: () => d.child.kill('SIGTERM') };
+}
+
+async function simulator(webhookPort) {
+  const port = await freePort();
+  const args = [MAIN, 'simulate', '--port', String(port), '--api-key', KEY, '--chairs', '2', '--minute-seconds', '2'];
+  if (webhookPort) args.push('--webhook-url', `http://127.0.0.1:${webhookPort}/vendor/webhook`, '--webhook-secret', SECRET);
+  const d = daemon(process.execPath, args);
+  await waitFor(() => portOpen(port), 'the vendor simulator');
+  return { port, url: `http://127.0.0.1:${port}`, stop: () => d.child.kill('SIGTERM') };
+}
+
+function siteConfig({ site, simUrl, brokerUrl, httpPort, dbPath, withKey }) {
+  return `site: {id: ${site}}
+vendor: {baseUrl: "${simUrl}", ${withKey ? `apiKey: ${KEY}, ` : ''}pollSeconds: 1}
+${withKey ? `webhook: {channelSecret: ${SECRET}}\n` : ''}http: {host: 127.0.0.1, port: ${httpPort}}
+mqtt: {url: "${brokerUrl}"}
+storage: {path: ${dbPath}}
+gpio:
+  driver: sim
+  statusLed: 5
+  chairs:
+    - {deviceId: MC7001, button: 17, led: 27}
+    - {deviceId: MC7002, button: 22, led: 23}
+`;
+}
+
+async function subscriber(url, filter) {
+  const client = await mqtt.connectAsync(url, { reconnectPeriod: 200 });
+  const messages = [];
+  client.on('message', (topic, payload, packet) => messages.push({ topic, text: payload.toString(), retain: packet.retain }));
+  await client.subscribeAsync(filter, { qos: 1 });
+  return { messages, find: (pred) => messages.find(pred), close: () => client.endAsync(true) };
+}
+
+async function postWebhook(port, record) {
+  const body = JSON.stringify(record);
+  const res = await fetch(`http://127.0.0.1:${port}/vendor/webhook`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'x-vendor-signature': createHmac('sha256', SECRET).update(body).digest('base64') },
+    body,
+  });
+  await res.body?.cancel();
+  return res.status;
+}
+
+const txRecord = (id) => ({
+  TransactionId: id,
+  TransactionCode: 'C01-1',
+  TransactionTime: '2026-11-22 14:00:00',
+  Location: 'Ladprao Mall',
+  Status: 'playing',
+  Amount: '150.10',
+  PlayTime: '5',
+  MassageChair: 'C01',
+  Label: null,
+  DeviceId: 'MC7001',
+  PaymentMethod: 'promptpay',
+  PaymentReference: 'PP1',
+});
+
+/** Runs the agent, then a webhook, a button press and SIGTERM; `cmd` says how it is started. */
+async function exerciseAgent({ label, cmd, args, env, opts, site, broker, sim, httpPort, outbox }) {
+  const sub = await subscriber(broker.url, `chair-agent/${site}/#`);
+  try {
+    const agent = daemon(cmd, args, { env: { PATH: process.env.PATH, ...env }, ...opts });
+    await waitFor(() => sub.find((m) => m.topic === `chair-agent/${site}/chairs/MC7001`), `${label}: the state of MC7001`, 120_000);
+    const state = JSON.parse(sub.find((m) => m.topic === `chair-agent/${site}/chairs/MC7001`).text);
+    expect(state.deviceId === 'MC7001' && state.status === 'Available', `${label}: the agent publishes chair states to Mosquitto`);
+    await waitFor(() => sub.find((m) => m.topic === `chair-agent/${site}/bridge/state` && m.text.includes('online')), `${label}: bridge/state online`);
+
+    const id = `PKG-${label}-${Date.now()}`;
+    expect((await postWebhook(httpPort, txRecord(id))) === 200, `${label}: a signed webhook is answered 200 after its commit`);
+    const tx = await waitFor(() => sub.find((m) => m.topic === `chair-agent/${site}/transactions/MC7001` && m.text.includes(id)), `${label}: the transaction over MQTT`);
+    expect(JSON.parse(tx.text).agent?.source === 'webhook' && tx.text.includes('"150.10"'), `${label}: the stored transaction is delivered over MQTT, fields verbatim`);
+
+    const press = await fetch(`http://127.0.0.1:${httpPort}/sim/gpio/17/press`, { method: 'POST' });
+    expect(press.status === 200, `${label}: a button press on simulated GPIO`);
+    await waitFor(
+      () => sub.messages.some((m) => m.topic === `chair-agent/${site}/chairs/MC7001` && JSON.parse(m.text).running === true),
+      `${label}: MC7001 running after the press`,
+    );
+    expect(true, `${label}: the press started MC7001 (one control call, confirmed by its status)`);
+
+    const backlog = JSON.parse(outbox());
+    expect(backlog.pending === 0 && backlog.delivered >= 1, `${label}: outbox shows the record delivered`, JSON.stringify(backlog));
+    agent.child.kill('SIGTERM');
+    const code = await agent.exited;
+    expect(code === 0, `${label}: SIGTERM stops it cleanly (exit 0)`, agent.output().slice(-2000));
+    await waitFor(() => sub.messages.some((m) => m.topic === `chair-agent/${site}/bridge/state` && m.text.includes('offline')), `${label}: bridge/state offline`);
+  } finally {
+    await sub.close();
+  }
+}
+
+async function checkArm64() {
+  const tarball = join(PKG, `chair-agent-${VERSION}-linux-arm64.tar.gz`);
+  expect(existsSync(tarball), `${tarball} exists`);
+  if (sh('sh', ['-c', 'command -v qemu-aarch64-static']).code !== 0) throw new CheckFailed('qemu-aarch64-static is missing (apt install qemu-user-static libc6-arm64-cross libstdc++6-arm64-cross)');
+  const dir = mkdtempSync(join(tmpdir(), 'pkgcheck-arm64-'));
+  sh('tar', ['-xzf', tarball, '-C', dir]);
+  const top = join(dir, 'chair-agent');
+  const node = join(top, 'runtime', 'bin', 'node');
+  const entry = join(top, 'app', 'dist', 'agent', 'main.js');
+  const elf = readFileSync(node);
+  expect(elf.readUInt32BE(0) === 0x7f454c46 && elf.readUInt16LE(18) === 0xb7, 'the tarball carries an aarch64 (ELF machine 183) Node runtime');
+  const v = sh(QEMU[0], [...QEMU.slice(1), node, '-p', 'process.arch + " " + process.version']);
+  expect(v.code === 0 && v.stdout.startsWith('arm64 v'), `its runtime runs under qemu: ${v.stdout.trim()}`, v.out);
+  const launcher = readFileSync(join(top, 'bin', 'chair-agent'), 'utf8');
+  expect(launcher.includes('/lib/ld-linux-aarch64.so.1') && launcher.includes('runtime/bin/node'), 'bin/chair-agent runs runtime/bin/node and refuses a 32-bit system');
+
+  const broker = await mosquitto();
+  const httpPort = await freePort();
+  const sim = await simulator();
+  try {
+    const config = join(dir, 'config.yaml');
+    writeFileSync(config, siteConfig({ site: 'qemu-arm64', simUrl: sim.url, brokerUrl: broker.url, httpPort, dbPath: join(dir, 'agent.db'), withKey: true }));
+    const check = sh(QEMU[0], [...QEMU.slice(1), node, entry, 'check', '--config', config]);
+    expect(check.code === 0 && check.stdout.includes('apiKey: "********"') && !check.out.includes(KEY), 'arm64: check validates the config and masks the key', check.out);
+    const bad = join(dir, 'bad.yaml');
+    writeFileSync(bad, 'site: {id: "Bad Site"}\nvendor: {baseUrl: nope}\n');
+    const badCheck = sh(QEMU[0], [...QEMU.slice(1), node, entry, 'check', '--config', bad]);
+    expect(badCheck.code === 78 && badCheck.stderr.includes('site.id:') && badCheck.stderr.includes('vendor.baseUrl:'), 'arm64: a bad config exits 78 naming each key', badCheck.out);
+    await exerciseAgent({
+      label: 'arm64',
+      cmd: QEMU[0],
+      args: [...QEMU.slice(1), node, entry, 'run', '--config', config],
+      site: 'qemu-arm64',
+      broker,
+      sim,
+      httpPort,
+      outbox: () => sh(QEMU[0], [...QEMU.slice(1), node, entry, 'outbox', '--json', '--config', config]).stdout,
+    });
+  } finally {
+    sim.stop();
+    broker.stop();
+  }
+  rmSync(dir, { recursive: true, force: true });
+}
+
+/** A pristine Debian 12 minbase root, built once by debootstrap and kept as a tarball. */
+function debianRoot() {
+  const tarball = join(CACHE, 'rootfs-bookworm-amd64.tar');
+  if (!existsSync(tarball)) {
+    if (sh('sh', ['-c', 'command -v debootstrap']).code !== 0) throw new CheckFailed('debootstrap is missing (apt install debootstrap)');
+    const build = mkdtempSync(join(tmpdir(), 'pkgcheck-debootstrap-'));
+    say('debootstrap --variant=minbase bookworm (once; cached in dist/pkg/cache)');
+    const r = sh('debootstrap', ['--variant=minbase', 'bookworm', build, 'http://deb.debian.org/debian']);
+    if (r.code !== 0) throw new CheckFailed(`debootstrap failed:\n${r.out.slice(-2000)}`);
+    mkdirSync(CACHE, { recursive: true });
+    sh('tar', ['-cf', tarball, '-C', build, '.']);
+    rmSync(build, { recursive: true, force: true });
+  }
+  const root = mkdtempSync(join(tmpdir(), 'pkgcheck-rootfs-'));
+  sh('tar', ['-xf', tarball, '-C', root]);
+  chmodSync(root, 0o755); // its "/" (the temporary directories were 0700)
+  return root;
+}
+
+async function checkDeb() {
+  if (process.getuid?.() !== 0) throw new CheckFailed('the deb check needs root (chroot, apt)');
+  const deb = join(PKG, `chair-agent_${VERSION}_amd64.deb`);
+  expect(existsSync(deb), `${deb} exists`);
+  const root = debianRoot();
+  const mounted = sh('mount', ['-t', 'proc', 'proc', join(root, 'proc')]).code === 0;
+  const inRoot = (args, opts = {}) => sh('chroot', [...(opts.user ? [`--userspec=${opts.user}`] : []), root, ...args], { input: opts.input, env: { PATH: '/usr/sbin:/usr/bin:/sbin:/bin', HOME: '/root', LANG: 'C.UTF-8', ...opts.env } });
+  // lstat: a symlink in the root (/usr/bin/chair-agent -> /opt/...) must not be followed on this machine.
+  const present = (p) => {
+    try {
+      lstatSync(join(root, p));
+      return true;
+    } catch {
+      return false;
+    }
+  };
+  const mode = (p) => {
+    const st = statSync(join(root, p));
+    return `${(st.mode & 0o7777).toString(8)} ${st.uid}:${st.gid}`;
+  };
+  const ids = () => {
+    const line = readFileSync(join(root, 'etc/passwd'), 'utf8').split('\n').find((l) => l.startsWith('chair-agent:'));
+    return line ? { uid: Number(line.split(':')[2]), gid: Number(line.split(':')[3]) } : null;
+  };
+  const broker = await mosquitto();
+  const httpPort = await freePort();
+  const sim = await simulator();
+  try {
+    cpSync(deb, join(root, 'tmp', 'chair-agent.deb'));
+    const apt = inRoot(['apt-get', 'install', '-y', '--no-install-recommends', '/tmp/chair-agent.deb'], { env: { DEBIAN_FRONTEND: 'noninteractive' } });
+    expect(apt.code === 0, 'apt install ./chair-agent_<v>_amd64.deb', apt.out.slice(-3000));
+    expect(apt.out.includes('chair-agent secrets set vendor-api-key') && apt.out.includes('systemd is not running here'), 'the install says what to do next, and does not start with an incomplete config');
+    const svc = ids();
+    expect(svc !== null && /^gpio:x:\d+:.*chair-agent/m.test(readFileSync(join(root, 'etc/group'), 'utf8')), 'it created the system user chair-agent in group gpio');
+    expect(mode('etc/chair-agent') === `750 0:${svc.gid}` && mode('etc/chair-agent/config.yaml') === `640 0:${svc.gid}`, '/etc/chair-agent and its config: root:chair-agent 0750/0640');
+    expect(mode('etc/chair-agent/credentials') === '700 0:0' && mode('etc/chair-agent/credentials/vendor-api-key') === '600 0:0', 'credentials: root only (0700, files 0600)');
+    expect(mode('var/lib/chair-agent') === `750 ${svc.uid}:${svc.gid}`, '/var/lib/chair-agent belongs to the service user');
+    expect(present('usr/lib/systemd/system/chair-agent.service') && present('etc/systemd/system/multi-user.target.wants/chair-agent.service'), 'the unit is installed and enabled');
+    expect(readFileSync(join(root, 'var/lib/dpkg/info/chair-agent.conffiles'), 'utf8').includes('/etc/chair-agent/config.yaml'), 'the config is a conffile');
+    const ver = inRoot(['chair-agent', '--version']);
+    expect(ver.code === 0 && ver.stdout.trim() === VERSION, `/usr/bin/chair-agent runs on the bundled runtime (${ver.stdout.trim()})`, ver.out);
+
+    // The installer's steps, as the README gives them.
+    writeFileSync(join(root, 'etc/chair-agent/config.yaml'), siteConfig({ site: 'deb-amd64', simUrl: sim.url, brokerUrl: broker.url, httpPort, dbPath: '/var/lib/chair-agent/agent.db', withKey: false }));
+    expect(inRoot(['chair-agent', 'secrets', 'set', 'vendor-api-key'], { input: `${KEY}\n` }).code === 0, 'sudo chair-agent secrets set vendor-api-key (from stdin)');
+    expect(inRoot(['chair-agent', 'secrets', 'set', 'webhook-secret'], { input: SECRET }).code === 0, 'sudo chair-agent secrets set webhook-secret');
+    const check = inRoot(['chair-agent', 'check']);
+    expect(check.code === 0 && check.stdout.includes('(credential vendor-api-key)') && !check.out.includes(KEY), 'sudo chair-agent check reads the stored secrets and masks them', check.out);
+    const asUser = inRoot(['chair-agent', 'check'], { user: 'nobody:nogroup' });
+    expect(asUser.code === 78 && asUser.stderr.trim().split('\n').length === 1 && asUser.stderr.includes('run it as root: sudo chair-agent check'), 'a user who may not read the config gets one line naming sudo', asUser.out);
+    const doctor = inRoot(['chair-agent', 'doctor']);
+    expect(/ok\s+vendor API/.test(doctor.stdout) && /ok\s+broker/.test(doctor.stdout) && /ok\s+config/.test(doctor.stdout) && !doctor.out.includes(KEY), 'sudo chair-agent doctor: config, vendor API with the key, broker', doctor.out);
+
+    // The service as systemd runs it: the service user, the credentials handed over by LoadCredential=.
+    const creds = join(root, 'run/credentials/chair-agent.service');
+    mkdirSync(creds, { recursive: true });
+    for (const n of ['vendor-api-key', 'webhook-secret']) cpSync(join(root, 'etc/chair-agent/credentials', n), join(creds, n));
+    sh('chown', ['-R', `${svc.uid}:${svc.gid}`, creds]);
+    chmodSync(creds, 0o500);
+    await exerciseAgent({
+      label: 'deb',
+      cmd: 'chroot',
+      args: [`--userspec=${svc.uid}:${svc.gid}`, root, '/opt/chair-agent/bin/chair-agent', 'run', '--config', '/etc/chair-agent/config.yaml'],
+      env: { CREDENTIALS_DIRECTORY: '/run/credentials/chair-agent.service' },
+      site: 'deb-amd64',
+      broker,
+      sim,
+      httpPort,
+      outbox: () => inRoot(['chair-agent', 'outbox', '--json']).stdout,
+    });
+
+    // An upgrade keeps config, credentials and data.
+    const next = join(root, 'tmp', 'next');
+    sh('dpkg-deb', ['-R', deb, next]);
+    const control = join(next, 'DEBIAN', 'control');
+    writeFileSync(control, readFileSync(control, 'utf8').replace(/^Version: .*$/m, `Version: ${VERSION}+1`));
+    expect(sh('dpkg-deb', ['--root-owner-group', '-Zgzip', '-z1', '-b', next, join(root, 'tmp', 'chair-agent-next.deb')]).code === 0, 'a newer package built for the upgrade');
+    const configBefore = readFileSync(join(root, 'etc/chair-agent/config.yaml'), 'utf8');
+    const upgrade = inRoot(['apt-get', 'install', '-y', '--no-install-recommends', '/tmp/chair-agent-next.deb'], { env: { DEBIAN_FRONTEND: 'noninteractive' } });
+    const installed = inRoot(['dpkg-query', '-W', '-f=${Version}', 'chair-agent']).stdout;
+    expect(upgrade.code === 0 && installed === `${VERSION}+1`, `apt install of a newer package upgrades it (${installed})`, upgrade.out.slice(-2000));
+    expect(readFileSync(join(root, 'etc/chair-agent/config.yaml'), 'utf8') === configBefore, 'the upgrade kept the edited config');
+    expect(readFileSync(join(root, 'etc/chair-agent/credentials/vendor-api-key'), 'utf8').trim() === KEY, 'the upgrade kept the credentials');
+    const kept = JSON.parse(inRoot(['chair-agent', 'outbox', '--json']).stdout);
+    expect(kept.delivered >= 1, 'the upgrade kept the database', JSON.stringify(kept));
+
+    const remove = inRoot(['apt-get', 'remove', '-y', 'chair-agent'], { env: { DEBIAN_FRONTEND: 'noninteractive' } });
+    expect(remove.code === 0 && !present('opt/chair-agent') && !present('usr/bin/chair-agent') && !present('usr/lib/systemd/system/chair-agent.service'), 'apt remove removes the program', remove.out.slice(-2000));
+    expect(present('etc/chair-agent/config.yaml') && present('etc/chair-agent/credentials/vendor-api-key') && present('var/lib/chair-agent/agent.db') && ids() !== null, 'apt remove keeps config, credentials, data and the user');
+    const purge = inRoot(['apt-get', 'purge', '-y', 'chair-agent'], { env: { DEBIAN_FRONTEND: 'noninteractive' } });
+    expect(purge.code === 0 && !present('etc/chair-agent') && !present('var/lib/chair-agent') && !present('etc/systemd/system/multi-user.target.wants/chair-agent.service') && ids() === null, 'apt purge removes config, credentials, data and the user', purge.out.slice(-2000));
+
+    const arm = join(PKG, `chair-agent_${VERSION}_arm64.deb`);
+    if (existsSync(arm)) {
+      cpSync(arm, join(root, 'tmp', 'arm64.deb'));
+      const refused = inRoot(['dpkg', '-i', '/tmp/arm64.deb']);
+      expect(refused.code !== 0 && /architecture \(arm64\) does not match system \(amd64\)/.test(refused.out), 'the arm64 .deb is refused on another architecture', refused.out);
+      const forced = inRoot(['dpkg', '-i', '--force-architecture', '/tmp/arm64.deb']);
+      expect(forced.code !== 0 && forced.out.includes('32-bit Raspberry Pi OS (armhf) is not supported'), 'forced, its preinst refuses with the reason', forced.out);
+    }
+  } finally {
+    sim.stop();
+    broker.stop();
+    if (mounted) sh('umount', ['-l', join(root, 'proc')]);
+  }
+  rmSync(root, { recursive: true, force: true });
+}
+
+const parts = process.argv.slice(2).filter((a) => !a.startsWith('-'));
+const want = (p) => parts.length === 0 || parts.includes(p);
+try {
+  if (!existsSync(MAIN)) throw new CheckFailed('dist/agent/main.js is missing: npm run build');
+  if (want('arm64')) await checkArm64();
+  if (want('deb')) await checkDeb();
+  say('all package checks passed');
+} catch (err) {
+  say(`FAILED: ${err instanceof CheckFailed ? err.message : err.stack}`);
+  process.exitCode = 1;
+} finally {
+  for (const c of children) c.kill('SIGKILL');
+}
