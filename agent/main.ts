@@ -41,7 +41,7 @@ async function dispatch(args: ParsedArgs, ctx: CommandContext): Promise<number> 
   }
 }
 
-const MIN_NODE = [20, 19];
+const MIN_NODE = [22, 0];
 
 async function main(): Promise<void> {
   const [major = 0, minor = 0] = process.versions.node.split('.').map(Number);

@@ -262,7 +262,7 @@ async function checkDeb() {
   expect(existsSync(deb), `${deb} exists`);
   const root = debianRoot();
   const mounted = sh('mount', ['-t', 'proc', 'proc', join(root, 'proc')]).code === 0;
-  const inRoot = (args, opts = {}) => sh('chroot', [...(opts.user ? [`--userspec=${opts.user}`] : []), root, ...args], { input: opts.input, env: { PATH: '/usr/sbin:/usr/bin:/sbin:/bin', HOME: '/root', LANG: 'C.UTF-8', ...opts.env } });
+  const inRoot = (args, opts = {}) => sh('chroot', [...(opts.user ? [`--userspec=${opts.user}`] : []), root, ...args], { input: opts.input, env: { PATH: '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin', HOME: '/root', LANG: 'C.UTF-8', ...opts.env } });
   // lstat: a symlink in the root (/usr/bin/chair-agent -> /opt/...) must not be followed on this machine.
   const present = (p) => {
     try {
@@ -347,6 +347,14 @@ async function checkDeb() {
     expect(present('etc/chair-agent/config.yaml') && present('etc/chair-agent/credentials/vendor-api-key') && present('var/lib/chair-agent/agent.db') && ids() !== null, 'apt remove keeps config, credentials, data and the user');
     const purge = inRoot(['apt-get', 'purge', '-y', 'chair-agent'], { env: { DEBIAN_FRONTEND: 'noninteractive' } });
     expect(purge.code === 0 && !present('etc/chair-agent') && !present('var/lib/chair-agent') && !present('etc/systemd/system/multi-user.target.wants/chair-agent.service') && ids() === null, 'apt purge removes config, credentials, data and the user', purge.out.slice(-2000));
+
+    // The tarball, for systems without dpkg: unpacked in /opt, then lib/setup.sh.
+    const tarball = join(PKG, `chair-agent-${VERSION}-linux-amd64.tar.gz`);
+    mkdirSync(join(root, 'opt'), { recursive: true });
+    expect(sh('tar', ['-xzf', tarball, '-C', join(root, 'opt')]).code === 0, 'the amd64 tarball unpacks in /opt');
+    const setup = inRoot(['/opt/chair-agent/lib/setup.sh']);
+    expect(setup.code === 0 && ids() !== null && present('etc/systemd/system/chair-agent.service') && present('usr/local/bin/chair-agent') && mode('etc/chair-agent/config.yaml') === `640 0:${ids().gid}`, 'lib/setup.sh sets up user, config, credentials, unit and /usr/local/bin/chair-agent', setup.out);
+    expect(inRoot(['chair-agent', '--version']).stdout.trim() === VERSION, 'the tarball install runs');
 
     const arm = join(PKG, `chair-agent_${VERSION}_arm64.deb`);
     if (existsSync(arm)) {

@@ -6,7 +6,7 @@
 //   chair-agent/app/                the built agent and its production node_modules, native modules built for that
 //                                   architecture and that runtime
 //   chair-agent/bin/chair-agent     the launcher: runtime/bin/node on the agent
-//   chair-agent/lib/site-setup.sh   the set-up the .deb's postinst and scripts/install.sh share
+//   chair-agent/lib/site-setup.sh   the set-up the .deb's postinst, lib/setup.sh (tarball) and scripts/install.sh share
 //
 // Nothing is compiled, downloaded or installed with npm on the target. Runs on an x86-64 Linux
 // machine with the npm registry, dpkg-deb and, for arm64, a cross compiler
@@ -169,6 +169,8 @@ function packageTarget(t, epoch) {
   buildApp(t, join(top, 'app'), runtime);
   mkdirSync(join(top, 'lib'));
   copyFileSync(join(ROOT, 'scripts', 'pkg', 'site-setup.sh'), join(top, 'lib', 'site-setup.sh'));
+  copyFileSync(join(ROOT, 'scripts', 'pkg', 'setup.sh'), join(top, 'lib', 'setup.sh'));
+  chmodSync(join(top, 'lib', 'setup.sh'), 0o755);
   mkdirSync(join(top, 'bin'));
   const launcher = readFileSync(join(ROOT, 'scripts', 'pkg', 'launcher.sh'), 'utf8')
     .replaceAll('@ARCH@', t.deb)

@@ -1,0 +1,27 @@
+#!/bin/sh
+# chair-agent set-up for the tarball (systems the .deb does not cover). After
+#   sudo tar -xzf chair-agent-<version>-linux-<arch>.tar.gz -C /opt
+# run  sudo /opt/chair-agent/lib/setup.sh  : the chair-agent user (group gpio), /etc/chair-agent with
+# the example config when there is none, the credentials directory, /var/lib/chair-agent, the unit in
+# /etc/systemd/system (enabled), /usr/local/bin/chair-agent; the service starts once the config is
+# valid. Run it again after unpacking a newer tarball: config, credentials and data are kept.
+set -e
+say() { printf 'chair-agent: %s\n' "$*"; }
+[ "$(id -u)" -eq 0 ] || { echo "chair-agent: run it as root: sudo $0" >&2; exit 1; }
+here=$(dirname "$(readlink -f "$0")")
+. "$here/site-setup.sh"
+[ "$(dirname "$here")" = "$APP" ] || { echo "chair-agent: unpack the tarball in /opt (found it in $(dirname "$here"))" >&2; exit 1; }
+"$APP/bin/chair-agent" --version >/dev/null
+ensure_user
+if [ ! -f "$ETC/config.yaml" ]; then
+  install -d -m 0750 -o 0 -g "$SVC_GID" "$ETC"
+  install -m 0640 -o 0 -g "$SVC_GID" "$APP/app/config/config.example.yaml" "$ETC/config.yaml"
+  say "wrote $ETC/config.yaml from the example: edit it for this site"
+fi
+ensure_dirs
+install -m 0644 "$APP/app/systemd/chair-agent.service" /etc/systemd/system/chair-agent.service
+mkdir -p /usr/local/bin
+ln -sfn "$APP/bin/chair-agent" /usr/local/bin/chair-agent
+enable_unit
+start_if_valid
+next_steps
