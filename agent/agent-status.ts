@@ -23,7 +23,7 @@ export interface StatusSources {
 export function backlogFigures(s: Pick<StatusSources, 'outbox' | 'config'>): Record<string, unknown> {
   const st = s.outbox.stats();
   const iso = (t: number | null): string | null => (t === null ? null : formatIsoWithOffset(t, s.config.site.timezone));
-  return { pending: st.pending, oldestPendingAt: iso(st.oldestPendingAt), delivered: st.delivered, lastDeliveryAt: iso(st.lastDeliveryAt) };
+  return { pending: st.pending, parked: st.parked, oldestPendingAt: iso(st.oldestPendingAt), delivered: st.delivered, lastDeliveryAt: iso(st.lastDeliveryAt) };
 }
 
 /** The bridge/info payload. */
@@ -36,6 +36,7 @@ export function bridgeInfo(s: StatusSources): Record<string, unknown> {
     startedAt: iso(health.startedAt),
     vendor: { reachable: health.get('vendor').ok, detail: health.get('vendor').detail, baseUrl: redactUrl(config.vendor.baseUrl) },
     broker: { url: s.broker.description, connected: s.broker.connected },
+    clock: { ok: health.get('clock').ok, detail: health.get('clock').detail },
     lastPollAt: iso(health.lastPollAt),
     lastSyncAt: iso(health.lastSyncAt),
     backlog: backlogFigures(s),
@@ -73,6 +74,7 @@ export function registerGauges(metrics: Metrics, s: StatusSources): void {
     const oldest = stats().oldestPendingAt;
     return oldest === null ? 0 : (clock.now() - oldest) / 1000;
   });
+  metrics.gauge('chair_agent_outbox_parked', 'Waiting transactions set aside because the broker refused them; retried later', () => stats().parked);
   metrics.gauge('chair_agent_outbox_delivered', 'Delivered transactions still kept (retention)', () => stats().delivered);
   metrics.gauge('chair_agent_outbox_last_delivery_timestamp_seconds', 'Time of the last PUBACKed transaction', () => seconds(stats().lastDeliveryAt));
   metrics.gauge('chair_agent_outbox_inflight', 'Transactions sent and awaiting PUBACK', () => s.inFlight());

@@ -1,4 +1,4 @@
-import { systemClock, within, type Clock } from './clock.js';
+import { systemClock, within, type Clock, type Timer } from './clock.js';
 import type { Logger } from './logger.js';
 import type { Config } from './config/schema.js';
 import { ChairRegistry } from './core/chair-registry.js';
@@ -26,7 +26,8 @@ import { OFFLINE, Topics } from './mqtt/topics.js';
 import type { VendorApi } from './vendor/vendor-api.js';
 import { UndiciVendorApi } from './vendor/undici-vendor-api.js';
 import { Outbox } from './store/outbox.js';
-import { cronScheduler, type Scheduler } from './scheduler.js';
+import { monotonicScheduler, type Scheduler } from './scheduler.js';
+import { VendorClock } from './core/vendor-clock.js';
 import type { GpioDriver } from './gpio/gpio-driver.js';
 import { OnoffDriver } from './gpio/onoff-driver.js';
 import { SimGpioDriver } from './gpio/sim-driver.js';
@@ -89,7 +90,7 @@ export function vendorFromConfig(config: Config, clock: Clock, logger: Logger, m
   });
 }
 
-export function brokerFromConfig(config: Config, topics: Topics, logger: Logger): Broker {
+export function brokerFromConfig(config: Config, topics: Topics, logger: Logger, clock: Clock = systemClock): Broker {
   const m = config.mqtt;
   return new MqttBroker({
     url: m.url,
@@ -104,6 +105,7 @@ export function brokerFromConfig(config: Config, topics: Topics, logger: Logger)
     keepaliveSeconds: m.keepaliveSeconds,
     reconnectSeconds: m.reconnectSeconds,
     will: { topic: topics.bridgeState, payload: OFFLINE },
+    clock,
     logger: logger.child({ component: 'mqtt' }),
   });
 }
@@ -147,9 +149,10 @@ export function build(config: Config, deps: AgentDeps): Agent {
   const health = new Health(clock);
   const topics = new Topics(config.mqtt.baseTopic, config.site.id);
   const vendor = deps.vendor ?? vendorFromConfig(config, clock, logger, metrics);
-  const broker = deps.broker ?? brokerFromConfig(config, topics, logger);
+  const broker = deps.broker ?? brokerFromConfig(config, topics, logger, clock);
   const outbox = deps.outbox ?? new Outbox({ path: config.storage.path, maxSizeMb: config.storage.maxSizeMb });
-  const scheduler = deps.scheduler ?? cronScheduler(config.site.timezone, child('scheduler'));
+  const scheduler = deps.scheduler ?? monotonicScheduler(config.site.timezone, clock, child('scheduler'));
+  const vendorClock = new VendorClock();
   const gpio = deps.gpio ?? gpioFromConfig(config, clock, logger);
   const registry = registryFor(config);
 
@@ -159,14 +162,21 @@ export function build(config: Config, deps: AgentDeps): Agent {
     logger: child('http'),
     headersTimeoutMs: config.http.headersTimeoutSeconds * 1000,
     requestTimeoutMs: config.http.requestTimeoutSeconds * 1000,
+    idleTimeoutMs: config.http.idleTimeoutSeconds * 1000,
+    maxConnections: config.http.maxConnections,
+    clock,
+    metrics,
   });
   const poller = new Poller({
     vendor,
     registry,
     health,
     clock,
+    vendorClock,
     logger: child('poller'),
     periodMs: config.vendor.pollSeconds * 1000,
+    maxRetryAfterMs: config.vendor.maxRetryAfterSeconds * 1000,
+    timeZone: config.site.timezone,
     onPoll: (ok) => metrics.polls.inc({ outcome: ok ? 'ok' : 'error' }),
   });
   const sync = new TransactionSync({
@@ -174,6 +184,7 @@ export function build(config: Config, deps: AgentDeps): Agent {
     outbox,
     scheduler,
     clock,
+    vendorClock,
     logger: child('sync'),
     health,
     metrics,
@@ -207,8 +218,10 @@ export function build(config: Config, deps: AgentDeps): Agent {
     topics,
     starts,
     logger: child('start-commands'),
+    metrics,
     minMinutes: config.start.minMinutes,
     maxMinutes: config.start.maxMinutes,
+    knownChairs: () => registry.knownIds(),
   });
 
   // GPIO: lines are optional equipment. If they cannot be had, the agent runs on without them.
@@ -255,13 +268,27 @@ export function build(config: Config, deps: AgentDeps): Agent {
     stop() {},
   };
 
+  // The file is looked at every 30 s as well as before each write (a stat: no disk write), so a
+  // database deleted while the box is idle is recreated, its waiting records kept, and reported.
+  let fileCheck: Timer | null = null;
   const store: Component = {
     name: 'store',
     start: () => {
       outbox.open();
       health.set('database', true, 'writable');
+      fileCheck = clock.setInterval(() => {
+        try {
+          outbox.ensureFile('checking the database file');
+        } catch {
+          // reported through the writable event
+        }
+      }, 30_000);
     },
-    stop: () => outbox.close(),
+    stop: () => {
+      fileCheck?.cancel();
+      fileCheck = null;
+      outbox.close();
+    },
   };
   const storeLog = child('store');
   outbox.on('writable', (ok, detail) => {
@@ -269,12 +296,15 @@ export function build(config: Config, deps: AgentDeps): Agent {
     if (ok) storeLog.info('database writable again');
     else storeLog.error({ err: detail }, 'database not writable; the agent keeps running and keeps what it has stored');
   });
+  outbox.on('recovered', (moved) =>
+    storeLog.error({ path: config.storage.path, moved }, 'the database file was deleted or replaced while running: recreated it and moved every waiting record into it'),
+  );
   // bridge/info carries the backlog: refresh it when the backlog moves (coalesced by the bridge).
   outbox.on('inserted', () => bridge.infoSoon());
   outbox.on('delivered', () => bridge.infoSoon());
 
   if (config.webhook.enabled && config.webhook.channelSecret) {
-    http.route('POST', config.webhook.path, webhookHandler({ secret: config.webhook.channelSecret, outbox, clock, logger: child('webhook'), metrics }));
+    http.route('POST', config.webhook.path, webhookHandler({ secret: config.webhook.channelSecret, outbox, clock, logger: child('webhook'), metrics, refusals: http.refusals }));
   }
   http.route('GET', '/healthz', (_req, res) => sendJson(res, health.ok ? 200 : 503, health.snapshot()));
   http.route('GET', '/metrics', async (_req, res) => {

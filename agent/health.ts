@@ -1,8 +1,8 @@
 import { EventEmitter } from 'node:events';
 import type { Clock } from './clock.js';
 
-export type CheckName = 'vendor' | 'broker' | 'database' | 'gpio';
-export const CHECK_NAMES: readonly CheckName[] = ['vendor', 'broker', 'database', 'gpio'];
+export type CheckName = 'vendor' | 'broker' | 'database' | 'gpio' | 'clock';
+export const CHECK_NAMES: readonly CheckName[] = ['vendor', 'broker', 'database', 'gpio', 'clock'];
 
 export interface Check {
   ok: boolean;
@@ -34,6 +34,7 @@ export class Health extends EventEmitter<HealthEvents> {
     this.checks.set('broker', { ok: false, detail: 'not connected yet', since: now });
     this.checks.set('database', { ok: false, detail: 'not open yet', since: now });
     this.checks.set('gpio', { ok: true, detail: 'no GPIO lines configured', since: now });
+    this.checks.set('clock', { ok: true, detail: 'no ServerTime from the vendor yet', since: now });
   }
 
   /** Returns true when the check changed. */

@@ -15,6 +15,8 @@ export class Metrics {
   readonly syncRecords: Counter<'outcome'>;
   readonly starts: Counter<'source' | 'outcome'>;
   readonly buttonPresses: Counter<'device_id'>;
+  readonly parked: Counter;
+  readonly refused: Counter<'what' | 'status'>;
 
   constructor(options: { defaultMetrics?: boolean } = {}) {
     const r = this.registry;
@@ -65,6 +67,17 @@ export class Metrics {
       name: 'chair_agent_button_presses_total',
       help: 'Debounced button presses',
       labelNames: ['device_id'],
+      registers: [r],
+    });
+    this.parked = new Counter({
+      name: 'chair_agent_outbox_parked_total',
+      help: 'Transactions set aside because the broker refused them (or dropped the connection on them)',
+      registers: [r],
+    });
+    this.refused = new Counter({
+      name: 'chair_agent_refused_requests_total',
+      help: 'Requests and commands refused, by what (webhook, start, http) and why',
+      labelNames: ['what', 'status'],
       registers: [r],
     });
   }

@@ -1,4 +1,5 @@
 import cron from 'node-cron';
+import type { Clock, Timer } from './clock.js';
 import type { Logger } from './logger.js';
 import { errorMessage } from './errors.js';
 
@@ -11,18 +12,85 @@ export interface Scheduler {
   schedule(expression: string, name: string, task: () => Promise<unknown>): ScheduledJob;
 }
 
-/** node-cron v4: sleeps until the next match, never runs a job over itself. */
-export function cronScheduler(timeZone: string, logger: Logger): Scheduler {
-  const cronLogger = {
-    info: (m: string) => logger.debug(m),
-    warn: (m: string) => logger.warn(m),
-    error: (m: string | Error, e?: Error) => logger.error({ err: errorMessage(e ?? m) }, 'scheduled job failed'),
-    debug: (m: string | Error) => logger.debug(errorMessage(m)),
-  };
+/** A sleep longer than this is cut short to look at the wall clock again. */
+const LOOK_AGAIN_MS = 60_000;
+/** Two runs of one job are never closer than this, whatever the wall clock does. */
+const MIN_GAP_MS = 1_000;
+
+interface Matcher {
+  getNextMatch(date: Date): Date;
+}
+
+/** node-cron's own matcher for an expression (the same parser that validated the config). */
+function matcherFor(expression: string, timeZone: string): Matcher {
+  const task = cron.createTask(expression, () => undefined, { timezone: timeZone });
+  const matcher = (task as unknown as { timeMatcher?: Matcher }).timeMatcher;
+  void task.destroy();
+  if (!matcher || typeof matcher.getNextMatch !== 'function') throw new Error('node-cron has no time matcher: pin node-cron 4.x');
+  return matcher;
+}
+
+/**
+ * Cron expressions on a clock that jumps. The next match is read off the wall clock (cron is wall
+ * time, in the site's zone), but the wait is a monotonic timer, cut at a minute to look again:
+ * - a forward jump (NTP after a boot on a stale clock) runs the job once, not once per missed match
+ *   (node-cron v4 warns for each: thousands of lines in a millisecond);
+ * - a backward jump does not stall it for the length of the jump, and the match already run is not
+ *   run again;
+ * - a run still under way when the next match comes is not overlapped.
+ */
+export function monotonicScheduler(timeZone: string, clock: Clock, logger: Logger): Scheduler {
   return {
     schedule(expression, name, task) {
-      const job = cron.schedule(expression, () => task(), { name, timezone: timeZone, noOverlap: true, logger: cronLogger });
-      return { stop: () => void job.destroy() };
+      const matcher = matcherFor(expression, timeZone);
+      let timer: Timer | null = null;
+      let stopped = false;
+      let running = false;
+      /** The wall time of the match last run (or planned), so it is never run twice. */
+      let last = clock.now();
+      let lastRunMono = -Infinity;
+
+      const plan = (): void => {
+        if (stopped) return;
+        const now = clock.now();
+        const next = matcher.getNextMatch(new Date(Math.max(now, last))).getTime();
+        const wait = next - now;
+        const full = wait <= LOOK_AGAIN_MS;
+        timer = clock.setTimeout(() => {
+          timer = null;
+          // A full wait ran to its match (even if the wall clock moved back meanwhile); a cut one
+          // runs only when the wall clock has reached the match (it moved forward).
+          if (full || clock.now() >= next) fire(next);
+          else plan();
+        }, Math.max(0, Math.min(wait, LOOK_AGAIN_MS)));
+      };
+
+      const fire = (match: number): void => {
+        last = Math.max(match, clock.now());
+        const sinceLast = clock.monotonic() - lastRunMono;
+        if (running || sinceLast < MIN_GAP_MS) {
+          logger.debug({ job: name, running }, 'scheduled run skipped');
+          plan();
+          return;
+        }
+        running = true;
+        lastRunMono = clock.monotonic();
+        plan();
+        task()
+          .catch((err: unknown) => logger.error({ job: name, err: errorMessage(err) }, 'scheduled job failed'))
+          .finally(() => {
+            running = false;
+          });
+      };
+
+      plan();
+      return {
+        stop() {
+          stopped = true;
+          timer?.cancel();
+          timer = null;
+        },
+      };
     },
   };
 }

@@ -57,6 +57,7 @@ async function agentFlush(broker: TestBroker, recs: TransactionRecord[], dir: st
     keepaliveSeconds: 30,
     reconnectSeconds: 1,
     will: { topic: topics.bridgeState, payload: '{"state":"offline"}' },
+    clock: systemClock,
     logger: silentLogger(),
   });
   const connected = new Promise<void>((r) => client.once('connect', () => r()));
@@ -107,7 +108,7 @@ export async function benchOutboxFlush(n = 10_000, runs = 7, tcpNoDelay = false)
       const topics = new Topics('chair-agent', 'bench');
       const messages = recs.map((r, i) => ({
         topic: topics.transaction(r.deviceId),
-        payload: transactionPayload({ seq: i + 1, transactionId: r.transactionId, status: r.status, deviceId: r.deviceId, record: JSON.stringify(r.fields), source: 'poll', receivedAt: Date.now() }, 'bench', 'Asia/Bangkok'),
+        payload: transactionPayload({ seq: i + 1, transactionId: r.transactionId, status: r.status, deviceId: r.deviceId, record: JSON.stringify(r.fields), source: 'poll', receivedAt: Date.now(), crc: null }, 'bench', 'Asia/Bangkok'),
       }));
       // Alternate which goes first, so neither always meets a warm broker.
       if (run % 2 === 0) {

@@ -5,11 +5,13 @@ export function secretValues(config: Config): string[] {
   const out = [config.vendor.apiKey];
   if (config.webhook.channelSecret) out.push(config.webhook.channelSecret);
   if (config.mqtt.password) out.push(config.mqtt.password);
-  try {
-    const p = new URL(config.mqtt.url).password;
-    if (p) out.push(decodeURIComponent(p));
-  } catch {
-    // validated already
+  for (const url of [config.mqtt.url, config.vendor.baseUrl]) {
+    try {
+      const p = new URL(url).password;
+      if (p) out.push(p, decodeURIComponent(p));
+    } catch {
+      // validated already
+    }
   }
   return out;
 }

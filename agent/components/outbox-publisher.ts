@@ -3,12 +3,18 @@ import type { Logger } from '../logger.js';
 import type { Metrics } from '../metrics.js';
 import { errorMessage } from '../errors.js';
 import { formatIsoWithOffset } from '../core/vendor-time.js';
-import type { Broker } from '../mqtt/broker.js';
+import { BrokerError, type Broker } from '../mqtt/broker.js';
 import type { Topics } from '../mqtt/topics.js';
-import type { Outbox, StoredRecord } from '../store/outbox.js';
+import { recordIntact, StoreError, type Outbox, type StoredRecord } from '../store/outbox.js';
 import type { Component } from './component.js';
 
 const READ_AHEAD = 500;
+/** A record alone in flight when the connection dropped this many times is parked. */
+export const STRIKES_TO_PARK = 2;
+/** MQTT 5 reason codes that say "not now" rather than "never". */
+const TRANSIENT_REASON_CODES = new Set([0x91 /* packet identifier in use */, 0x97 /* quota exceeded */]);
+/** A parked record's retry time is checked at least this often (the CLI can make them due). */
+const PARKED_CHECK_MAX_MS = 10 * 60_000;
 
 export interface PublisherDeps {
   outbox: Outbox;
@@ -32,16 +38,29 @@ export function transactionPayload(rec: StoredRecord, siteId: string, timeZone: 
   return `{${inner}${inner === '' ? '' : ','}"agent":${agent}}`;
 }
 
+/** Bytes of a QoS 1 PUBLISH packet: fixed header, topic, packet id, properties, payload. */
+function publishPacketBytes(topic: string, payload: string): number {
+  const remaining = 2 + Buffer.byteLength(topic) + 2 + 1 + Buffer.byteLength(payload);
+  return 1 + (remaining < 128 ? 1 : remaining < 16_384 ? 2 : remaining < 2_097_152 ? 3 : 4) + remaining;
+}
+
 /**
  * Sends undelivered records to B/transactions/<DeviceId> at QoS 1, in the order they were
- * stored, keeping up to a window of them awaiting PUBACK. A record is marked delivered only when
- * its PUBACK has come. mqtt.js re-sends what was in flight after a reconnect; after a restart
- * the database still holds every unacknowledged record, so nothing is lost either way.
+ * stored, keeping up to a window of them awaiting PUBACK (the broker's Receive Maximum at most).
+ * A record is marked delivered only when its PUBACK has come; after a restart the database still
+ * holds every unacknowledged record.
+ *
+ * One record must never stop the others. A record the broker refuses (MQTT 5 reason code 0x80 or
+ * more), one too large for the broker, or one whose stored text is damaged is parked: set aside,
+ * counted, and retried 1 h later, then 2, 4, ... at most every 24 h (Outbox.parkRetryDelayMs).
+ * A record that makes the broker drop the connection (3.1.1 brokers disconnect instead of
+ * refusing) is found by sending the records that were in flight one at a time after the
+ * reconnect: one that is alone in flight when the connection drops twice is parked.
  */
 export class OutboxPublisher implements Component {
   readonly name = 'outbox-publisher';
   private running = false;
-  private readonly inflight = new Set<number>();
+  private readonly inflight = new Map<number, StoredRecord>();
   /** Read ahead of the window, so the database is read in batches rather than per record. */
   private queue: StoredRecord[] = [];
   private queueAt = 0;
@@ -49,28 +68,37 @@ export class OutboxPublisher implements Component {
   private lastRead = 0;
   /** Acknowledged but not yet marked in the database. */
   private acked = new Set<number>();
+  /** Records in flight when a connection dropped, with how often they were alone in flight then. */
+  private readonly suspects = new Map<number, number>();
   private flushTimer: Timer | null = null;
   private retryTimer: Timer | null = null;
+  private parkedTimer: Timer | null = null;
   private failures = 0;
   private drained: (() => void) | null = null;
 
   constructor(private readonly deps: PublisherDeps) {}
 
   private readonly kick = (): void => this.pump();
+  private readonly onClose = (): void => this.connectionLost();
 
   start(): void {
     this.running = true;
     this.deps.broker.on('connect', this.kick);
+    this.deps.broker.on('close', this.onClose);
     this.deps.outbox.on('inserted', this.kick);
+    this.scheduleParkedCheck();
     this.pump();
   }
 
   async stop(): Promise<void> {
     this.running = false;
     this.deps.broker.off('connect', this.kick);
+    this.deps.broker.off('close', this.onClose);
     this.deps.outbox.off('inserted', this.kick);
     this.retryTimer?.cancel();
     this.retryTimer = null;
+    this.parkedTimer?.cancel();
+    this.parkedTimer = null;
     if (this.inflight.size > 0 && this.deps.broker.connected) {
       // Give PUBACKs already on their way a moment, so they need not be sent again next start.
       await new Promise<void>((resolve) => {
@@ -92,36 +120,98 @@ export class OutboxPublisher implements Component {
     return this.inflight.size;
   }
 
+  /** Parked records due now go back to waiting (an operator asked, or their time came). */
+  retryParked(all = false): number {
+    const now = this.deps.clock.now();
+    let n = 0;
+    try {
+      n = all ? this.deps.outbox.retryParkedNow(now) : this.deps.outbox.unparkDue(now);
+    } catch (err) {
+      this.deps.logger.error({ err: errorMessage(err) }, 'cannot retry parked records');
+    }
+    if (n > 0) {
+      this.deps.logger.info({ records: n }, 'retrying parked records');
+      this.rescan();
+      this.pump();
+    }
+    this.scheduleParkedCheck();
+    return n;
+  }
+
+  private scheduleParkedCheck(): void {
+    this.parkedTimer?.cancel();
+    this.parkedTimer = null;
+    if (!this.running) return;
+    let next: number | null = null;
+    try {
+      next = this.deps.outbox.nextParkRetry();
+    } catch {
+      // the database reports itself
+    }
+    if (next === null) return;
+    const delay = Math.min(PARKED_CHECK_MAX_MS, Math.max(1_000, next - this.deps.clock.now()));
+    this.parkedTimer = this.deps.clock.setTimeout(() => {
+      this.parkedTimer = null;
+      this.retryParked();
+    }, delay);
+  }
+
+  /** Read again from the oldest undelivered record; what is in flight or acknowledged is skipped. */
+  private rescan(): void {
+    this.queue = [];
+    this.queueAt = 0;
+    this.lastRead = 0;
+  }
+
+  /** While suspects remain, one record at a time, so the one that breaks the connection is known. */
+  private window(): number {
+    if (this.suspects.size > 0) return 1;
+    return Math.max(1, Math.min(this.deps.maxInflight, this.deps.broker.receiveMaximum()));
+  }
+
   private pump(): void {
-    const { broker, outbox, maxInflight } = this.deps;
+    const { broker, outbox } = this.deps;
     if (!this.running || !broker.connected || this.retryTimer) return;
-    // The broker's Receive Maximum is a limit MQTT 5 says a client must keep to.
-    const window = Math.max(1, Math.min(maxInflight, broker.receiveMaximum()));
-    while (this.inflight.size < window) {
-      if (this.queueAt >= this.queue.length) {
-        this.queue = outbox.pending(this.lastRead, READ_AHEAD);
-        this.queueAt = 0;
-        if (this.queue.length === 0) return;
-        this.lastRead = (this.queue[this.queue.length - 1] as StoredRecord).seq;
+    try {
+      while (this.inflight.size < this.window()) {
+        if (this.queueAt >= this.queue.length) {
+          this.queue = outbox.pending(this.lastRead, READ_AHEAD);
+          this.queueAt = 0;
+          if (this.queue.length === 0) return;
+          this.lastRead = (this.queue[this.queue.length - 1] as StoredRecord).seq;
+        }
+        const rec = this.queue[this.queueAt++] as StoredRecord;
+        if (!this.acked.has(rec.seq) && !this.inflight.has(rec.seq)) this.send(rec);
       }
-      const rec = this.queue[this.queueAt++] as StoredRecord;
-      if (!this.acked.has(rec.seq) && !this.inflight.has(rec.seq)) this.send(rec);
+    } catch (err) {
+      // The database reports itself (health); try again shortly.
+      this.retryLater(err instanceof StoreError ? err.message : errorMessage(err));
     }
   }
 
   private send(rec: StoredRecord): void {
     const { broker, topics, siteId, timeZone } = this.deps;
-    this.inflight.add(rec.seq);
-    broker
-      .publish(topics.transaction(rec.deviceId), transactionPayload(rec, siteId, timeZone), { qos: 1 })
-      .then(
-        () => this.onAck(rec.seq),
-        (err: unknown) => this.onFail(rec, err),
-      );
+    if (!recordIntact(rec)) {
+      this.park(rec, 'its stored text is damaged (checksum mismatch)');
+      return;
+    }
+    const topic = topics.transaction(rec.deviceId);
+    const payload = transactionPayload(rec, siteId, timeZone);
+    const limit = broker.maximumPacketSize();
+    if (limit !== undefined && publishPacketBytes(topic, payload) > limit) {
+      this.park(rec, `it is larger than the broker's maximum packet size (${limit} bytes)`);
+      return;
+    }
+    this.inflight.set(rec.seq, rec);
+    broker.publish(topic, payload, { qos: 1 }).then(
+      () => this.onAck(rec.seq),
+      (err: unknown) => this.onFail(rec, err),
+    );
   }
 
   private onAck(seq: number): void {
     this.inflight.delete(seq);
+    this.suspects.delete(seq);
     this.failures = 0;
     this.acked.add(seq);
     // While stopping, mark at once: the database is still open until the broker connection ends.
@@ -131,26 +221,69 @@ export class OutboxPublisher implements Component {
     this.pump();
   }
 
+  /** The connection ended: what was in flight is suspect; one alone in flight gets a strike. */
+  private connectionLost(): void {
+    const alone = this.inflight.size === 1 ? (this.inflight.keys().next().value as number) : null;
+    for (const seq of this.inflight.keys()) {
+      const strikes = (this.suspects.get(seq) ?? 0) + (seq === alone ? 1 : 0);
+      this.suspects.set(seq, strikes);
+    }
+    // Their rejections (disconnected) follow; the next connect reads from the oldest again.
+    this.rescan();
+  }
+
   private onFail(rec: StoredRecord, err: unknown): void {
     this.inflight.delete(rec.seq);
     if (this.inflight.size === 0) this.drained?.();
     if (!this.running) return;
+    if (err instanceof BrokerError && err.kind === 'disconnected') {
+      const strikes = this.suspects.get(rec.seq) ?? 0;
+      if (strikes >= STRIKES_TO_PARK) this.park(rec, `the broker closed the connection each time it was sent (${strikes} times)`);
+      return;
+    }
+    if (err instanceof BrokerError && err.kind === 'refused' && !TRANSIENT_REASON_CODES.has(err.reasonCode ?? 0)) {
+      this.park(rec, `the broker refused it: ${err.message}`);
+      this.pump();
+      return;
+    }
+    if (err instanceof BrokerError && err.kind === 'invalid') {
+      this.park(rec, `it cannot be published: ${err.message}`);
+      this.pump();
+      return;
+    }
     this.failures += 1;
     this.deps.logger.warn(
       { transactionId: rec.transactionId, status: rec.status, seq: rec.seq, err: errorMessage(err) },
-      'broker did not take a transaction; it stays in the outbox and is sent again',
+      'broker did not take a transaction now; it stays in the outbox and is sent again',
     );
-    // After a pause, read again from the oldest undelivered record; what is still in flight is skipped.
-    if (!this.retryTimer) {
-      const delay = Math.min(30_000, 500 * 2 ** Math.min(this.failures, 6));
-      this.retryTimer = this.deps.clock.setTimeout(() => {
-        this.retryTimer = null;
-        this.flush();
-        this.queue = [];
-        this.queueAt = 0;
-        this.lastRead = 0;
-        this.pump();
-      }, delay);
+    this.retryLater(errorMessage(err));
+  }
+
+  private retryLater(why: string): void {
+    if (this.retryTimer || !this.running) return;
+    const delay = Math.min(30_000, 500 * 2 ** Math.min(this.failures, 6));
+    this.deps.logger.debug({ why, delayMs: delay }, 'publisher pauses');
+    this.retryTimer = this.deps.clock.setTimeout(() => {
+      this.retryTimer = null;
+      this.flush();
+      this.rescan();
+      this.pump();
+    }, delay);
+  }
+
+  private park(rec: StoredRecord, reason: string): void {
+    this.suspects.delete(rec.seq);
+    try {
+      const retryAt = this.deps.outbox.park(rec.seq, reason, this.deps.clock.now());
+      this.deps.metrics.parked.inc();
+      this.deps.logger.warn(
+        { transactionId: rec.transactionId, status: rec.status, deviceId: rec.deviceId, seq: rec.seq, reason, retryAt: new Date(retryAt).toISOString() },
+        'transaction parked: the others go on; it is retried later (chair-agent outbox --parked)',
+      );
+      this.scheduleParkedCheck();
+    } catch (err) {
+      this.deps.logger.error({ seq: rec.seq, err: errorMessage(err) }, 'cannot park a record');
+      this.retryLater(errorMessage(err));
     }
   }
 

@@ -4,14 +4,18 @@ import type { Health } from '../health.js';
 import type { Metrics } from '../metrics.js';
 import type { Scheduler, ScheduledJob } from '../scheduler.js';
 import { errorMessage } from '../errors.js';
-import { formatIsoWithOffset, formatVendorTime } from '../core/vendor-time.js';
+import type { VendorClock } from '../core/vendor-clock.js';
+import { formatIsoWithOffset, formatNaive, instantToNaive, naiveToInstant, parseNaive } from '../core/vendor-time.js';
 import { StoreError, type Outbox } from '../store/outbox.js';
 import type { VendorApi } from '../vendor/vendor-api.js';
 import type { Component } from './component.js';
 
 export type TimeFormat = 'local' | 'iso' | 'unix' | 'unix-ms';
 
-export const CURSOR_KEY = 'sync.cursor';
+/** The end of the last window read, in the vendor's wall time ("YYYY-MM-DD HH:MM:SS"). */
+export const CURSOR_KEY = 'sync.cursor.vendor';
+/** Before version 2 the cursor was this box's epoch milliseconds. */
+const OLD_CURSOR_KEY = 'sync.cursor';
 /** A vendor that ignores `offset` would page forever; no window has more pages than this. */
 const MAX_PAGES = 10_000;
 
@@ -30,6 +34,7 @@ export interface SyncDeps {
   outbox: Outbox;
   scheduler: Scheduler;
   clock: Clock;
+  vendorClock: VendorClock;
   logger: Logger;
   health: Health;
   metrics: Metrics;
@@ -43,36 +48,45 @@ export interface SyncResult {
   inserted: number;
 }
 
-export function formatQueryTime(ms: number, format: TimeFormat, timeZone: string): string {
+/** from/to in the configured format, from a naive vendor time. */
+export function formatQueryTime(naive: number, format: TimeFormat, timeZone: string): string {
   switch (format) {
     case 'local':
-      return formatVendorTime(ms, timeZone);
+      return formatNaive(naive);
     case 'iso':
-      return formatIsoWithOffset(ms, timeZone);
+      return formatIsoWithOffset(naiveToInstant(naive, timeZone), timeZone);
     case 'unix':
-      return String(Math.floor(ms / 1000));
+      return String(Math.floor(naiveToInstant(naive, timeZone) / 1000));
     case 'unix-ms':
-      return String(Math.floor(ms));
+      return String(Math.floor(naiveToInstant(naive, timeZone)));
   }
 }
 
 /**
- * Pulls the transaction list on a schedule, window by window from a cursor, paging by offset
- * until a short page. Each window re-reads `overlap` before the cursor, so a late record or a
- * playing -> finished change is not missed. The cursor only moves after the window's records
- * are committed, and is only written when the window brought something new (no idle writes).
- * A vendor error leaves the cursor where it was; the next run starts from it again.
+ * Pulls the transaction list on a schedule, window by window from a cursor. Each window
+ * re-reads `overlap` before the cursor, so a late record or a playing -> finished change is not
+ * missed. The cursor moves only after the window's records are committed, and is written only
+ * when the window brought something new (no idle writes). A vendor error leaves it where it was.
+ *
+ * Windows are in the vendor's time, not this box's: "now" is the vendor's clock as its last
+ * ServerTime said (VendorClock), so a box whose clock is ahead or behind, jumps at boot, or is set
+ * to another zone than the vendor speaks still asks for the right records. Before the first
+ * ServerTime the box's own clock, in site.timezone, stands in.
+ *
+ * Paging follows what the vendor returns, not what was asked: the next offset is the records
+ * received so far, and a short page is the last only once the vendor's own page cap is known (a
+ * vendor that silently caps `limit` answers every page short). An empty page always ends it.
  */
 export class TransactionSync implements Component {
   readonly name = 'transaction-sync';
   private job: ScheduledJob | null = null;
   private running: Promise<SyncResult> | null = null;
   private abort = new AbortController();
-  /**
-   * The end of the last completed window, in memory: ahead of the persisted one while idle.
-   * Undefined until read from the store; null when no sync ever stored anything.
-   */
+  /** The end of the last completed window (naive vendor time); undefined until read from the store. */
   private cursor: number | null | undefined = undefined;
+  /** The vendor's own cap on `limit`, once seen (a short page followed by more records). */
+  private vendorCap: number | null = null;
+  private warnedNoVendorTime = false;
 
   constructor(private readonly deps: SyncDeps) {}
 
@@ -107,55 +121,46 @@ export class TransactionSync implements Component {
     }
   }
 
-  private async sync(): Promise<SyncResult> {
-    const { settings: s, vendor, outbox, clock, logger, metrics, health } = this.deps;
-    const result: SyncResult = { windows: 0, requests: 0, records: 0, inserted: 0 };
-    const now = clock.now();
-    if (this.cursor === undefined) {
-      const saved = Number(outbox.getState(CURSOR_KEY));
-      this.cursor = Number.isFinite(saved) && saved > 0 ? saved : null;
+  /** The vendor's wall time now (naive), or this box's in site.timezone before any ServerTime. */
+  private vendorNow(): number {
+    const { vendorClock, clock, settings, logger } = this.deps;
+    const v = vendorClock.now(clock.monotonic());
+    if (v !== null) return v;
+    if (!this.warnedNoVendorTime) {
+      this.warnedNoVendorTime = true;
+      logger.warn('no ServerTime from the vendor yet: this sync uses this box\'s clock in site.timezone');
     }
-    let from = this.cursor === null ? now - s.lookbackMs : this.cursor - s.overlapMs;
+    return instantToNaive(clock.now(), settings.timeZone);
+  }
+
+  private readCursor(): number | null {
+    const { outbox, settings } = this.deps;
+    const saved = outbox.getState(CURSOR_KEY);
+    const naive = saved === undefined ? null : parseNaive(saved);
+    if (naive !== null) return naive;
+    const old = Number(outbox.getState(OLD_CURSOR_KEY));
+    return Number.isFinite(old) && old > 0 ? instantToNaive(old, settings.timeZone) : null;
+  }
+
+  private async sync(): Promise<SyncResult> {
+    const { settings: s, outbox, logger, metrics, health } = this.deps;
+    const result: SyncResult = { windows: 0, requests: 0, records: 0, inserted: 0 };
     try {
+      if (this.cursor === undefined) this.cursor = this.readCursor();
+      const now = this.vendorNow();
+      // A vendor clock set back (or a cursor from a box that was ahead) must not leave a gap.
+      let from = this.cursor === null ? now - s.lookbackMs : Math.min(this.cursor, now) - s.overlapMs;
       do {
         const to = Math.min(from + s.windowMs, now);
-        let insertedInWindow = 0;
-        let previousFirst = '';
-        for (let pageNo = 0, offset = 0; ; pageNo++, offset += s.pageSize) {
-          if (pageNo >= MAX_PAGES) throw new Error(`more than ${MAX_PAGES} pages in one window: does the vendor honour offset?`);
-          const page = await vendor.listTransactions(
-            {
-              from: formatQueryTime(from, s.timeFormat, s.timeZone),
-              to: formatQueryTime(to, s.timeFormat, s.timeZone),
-              limit: s.pageSize,
-              offset,
-              order: 'chronological',
-            },
-            { signal: this.abort.signal },
-          );
-          result.requests += 1;
-          result.records += page.records.length;
-          if (page.rejected.length > 0) {
-            metrics.syncRecords.inc({ outcome: 'rejected' }, page.rejected.length);
-            logger.warn({ rejected: page.rejected }, 'transaction list had elements that are not records; left out');
-          }
-          const first = page.records[0] ? `${page.records[0].transactionId}/${page.records[0].status}` : '';
-          if (pageNo > 0 && first !== '' && first === previousFirst) throw new Error('the vendor returned the same page twice: it does not honour offset');
-          previousFirst = first;
-          const inserted = outbox.insert(page.records, 'poll', clock.now());
-          insertedInWindow += inserted;
-          metrics.syncRecords.inc({ outcome: 'new' }, inserted);
-          metrics.syncRecords.inc({ outcome: 'known' }, page.records.length - inserted);
-          if (page.size < s.pageSize) break;
-        }
+        const inWindow = await this.readWindow(from, to, result);
         // The window's records are committed; now the cursor may move past them.
-        if (insertedInWindow > 0) outbox.setState(CURSOR_KEY, String(to));
+        if (inWindow > 0) outbox.setState(CURSOR_KEY, formatNaive(to));
         this.cursor = to;
         result.windows += 1;
-        result.inserted += insertedInWindow;
+        result.inserted += inWindow;
         from = to;
       } while (from < now);
-      health.lastSyncAt = clock.now();
+      health.lastSyncAt = this.deps.clock.now();
       metrics.syncRuns.inc({ outcome: 'ok' });
       if (result.inserted > 0) logger.info(result, 'transaction sync brought new records');
       else logger.debug(result, 'transaction sync: nothing new');
@@ -169,4 +174,63 @@ export class TransactionSync implements Component {
       throw err;
     }
   }
+
+  /** Every page of one window, stored; returns how many records were new. */
+  private async readWindow(from: number, to: number, result: SyncResult): Promise<number> {
+    const { settings: s, vendor, outbox, clock, logger, metrics } = this.deps;
+    let inserted = 0;
+    let previousFirst = '';
+    let offset = 0;
+    /** A short page whose next page is being read to see whether it was the last. */
+    let shortPage: number | null = null;
+    for (let pageNo = 0; ; pageNo++) {
+      if (pageNo >= MAX_PAGES) throw new Error(`more than ${MAX_PAGES} pages in one window: does the vendor honour offset?`);
+      const page = await vendor.listTransactions(
+        {
+          from: formatQueryTime(from, s.timeFormat, s.timeZone),
+          to: formatQueryTime(to, s.timeFormat, s.timeZone),
+          limit: s.pageSize,
+          offset,
+          order: 'chronological',
+        },
+        { signal: this.abort.signal },
+      );
+      result.requests += 1;
+      result.records += page.records.length;
+      if (page.rejected.length > 0) {
+        metrics.syncRecords.inc({ outcome: 'rejected' }, page.rejected.length);
+        logger.warn({ rejected: page.rejected.slice(0, 20), count: page.rejected.length }, 'transaction list had elements that are not records; left out');
+      }
+      const first = page.records[0] ? `${page.records[0].transactionId}/${page.records[0].status}` : '';
+      if (pageNo > 0 && first !== '' && first === previousFirst) throw new Error('the vendor returned the same page twice: it does not honour offset');
+      previousFirst = first;
+      const n = outbox.insert(page.records, 'poll', clock.now());
+      inserted += n;
+      metrics.syncRecords.inc({ outcome: 'new' }, n);
+      metrics.syncRecords.inc({ outcome: 'known' }, page.records.length - n);
+      if (page.size === 0) {
+        // The short page before was the last after all: its size is not the vendor's cap.
+        if (shortPage !== null && this.notCap.size < 64) this.notCap.add(shortPage);
+        break;
+      }
+      if (shortPage !== null && this.vendorCap === null) {
+        // More came after a short page: that page was full by the vendor's own limit.
+        this.vendorCap = shortPage;
+        logger.warn({ pageSize: s.pageSize, vendorCap: shortPage }, 'the vendor returns at most this many records per request, fewer than transactions.pageSize: paging by what it returns');
+      }
+      shortPage = null;
+      offset += page.size;
+      // The cap, if any, is at least every page size seen, and none of the sizes shown not to be it.
+      const isLast = page.size < s.pageSize && (this.vendorCap !== null ? page.size < this.vendorCap : page.size < this.largestPage || this.notCap.has(page.size));
+      this.largestPage = Math.max(this.largestPage, page.size);
+      if (isLast) break;
+      if (page.size < s.pageSize) shortPage = page.size;
+    }
+    return inserted;
+  }
+
+  /** The most records the vendor ever returned for one request: a shorter page is not its cap. */
+  private largestPage = 0;
+  /** Short page sizes that were followed by an empty page: not the cap. */
+  private readonly notCap = new Set<number>();
 }

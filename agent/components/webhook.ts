@@ -3,9 +3,11 @@ import type { Clock } from '../clock.js';
 import type { Logger } from '../logger.js';
 import type { Metrics } from '../metrics.js';
 import { errorMessage } from '../errors.js';
-import { BodyTooLarge, parseJsonBody, readBody, sendJson } from '../http/body.js';
+import { BodyTooLarge, readBody, sendJson } from '../http/body.js';
+import type { RefusalLog } from '../http/refusal-log.js';
 import { verifySignature } from '../http/sign.js';
 import { StoreError, type Outbox } from '../store/outbox.js';
+import { JsonError, parseVerbatim } from '../vendor/json.js';
 import { parseTransaction } from '../vendor/parse.js';
 
 export const WEBHOOK_MAX_BYTES = 64 * 1024;
@@ -16,17 +18,24 @@ export interface WebhookDeps {
   clock: Clock;
   logger: Logger;
   metrics: Metrics;
+  refusals: RefusalLog;
 }
 
 /**
  * The vendor's webhook. In this order: size (413, before hashing), signature over the raw bytes
- * (401), shape (400), commit (200 only after it; 503 when the record cannot be stored so the
- * vendor retries). A replayed record answers 200 and is stored once.
+ * (401), shape (400: not JSON, nested deeper than 32 levels, not a transaction record: what can
+ * never be stored), commit (200 only after it; 503 while the record cannot be stored durably, so
+ * the vendor retries). Values are stored as sent (numbers keep their digits). A replayed record
+ * answers 200 and is stored once.
  */
 export function webhookHandler(deps: WebhookDeps): (req: IncomingMessage, res: ServerResponse) => Promise<void> {
   const answer = (res: ServerResponse, status: number, body: unknown, headers?: Record<string, string>): void => {
     deps.metrics.webhookRequests.inc({ status: String(status) });
     sendJson(res, status, body, headers);
+  };
+  const refuse = (res: ServerResponse, status: number, message: string, why: string, detail: Record<string, unknown> = {}): void => {
+    deps.refusals.note('webhook', String(status), message, detail);
+    answer(res, status, { error: why });
   };
   return async (req, res) => {
     let raw: Buffer;
@@ -34,21 +43,28 @@ export function webhookHandler(deps: WebhookDeps): (req: IncomingMessage, res: S
       raw = await readBody(req, WEBHOOK_MAX_BYTES);
     } catch (err) {
       if (err instanceof BodyTooLarge) {
-        deps.logger.warn({ limit: WEBHOOK_MAX_BYTES }, 'webhook body too large; refused');
         res.setHeader('connection', 'close');
-        return answer(res, 413, { error: `body over ${WEBHOOK_MAX_BYTES} bytes` });
+        return refuse(res, 413, 'webhook body too large; refused', `body over ${WEBHOOK_MAX_BYTES} bytes`, { limit: WEBHOOK_MAX_BYTES });
       }
       deps.logger.debug({ err: errorMessage(err) }, 'webhook request aborted by the client');
       return;
     }
     if (!verifySignature(raw, req.headers['x-vendor-signature'], deps.secret)) {
-      deps.logger.warn({ remote: req.socket.remoteAddress, hasHeader: req.headers['x-vendor-signature'] !== undefined }, 'webhook signature missing or wrong; refused');
-      return answer(res, 401, { error: 'bad or missing x-vendor-signature' });
+      return refuse(res, 401, 'webhook signature missing or wrong; refused', 'bad or missing x-vendor-signature', {
+        remote: req.socket.remoteAddress,
+        hasHeader: req.headers['x-vendor-signature'] !== undefined,
+      });
     }
-    const parsed = parseTransaction(parseJsonBody(raw));
+    let body: unknown;
+    try {
+      body = parseVerbatim(raw.toString('utf8'));
+    } catch (err) {
+      const problem = err instanceof JsonError ? err.message : 'unreadable';
+      return refuse(res, 400, 'signed webhook cannot be stored; refused', `not a transaction record: ${problem}`, { problem });
+    }
+    const parsed = parseTransaction(body);
     if (typeof parsed === 'string') {
-      deps.logger.warn({ problem: parsed }, 'signed webhook is not a transaction record; refused');
-      return answer(res, 400, { error: `not a transaction record: ${parsed}` });
+      return refuse(res, 400, 'signed webhook is not a transaction record; refused', `not a transaction record: ${parsed}`, { problem: parsed });
     }
     try {
       const inserted = deps.outbox.insert([parsed], 'webhook', deps.clock.now());
@@ -59,10 +75,8 @@ export function webhookHandler(deps: WebhookDeps): (req: IncomingMessage, res: S
       }
       return answer(res, 200, {});
     } catch (err) {
-      deps.logger.error(
-        { code: err instanceof StoreError ? err.code : undefined, err: errorMessage(err), transactionId: parsed.transactionId },
-        'cannot store a webhook transaction; answered 503 so the vendor retries',
-      );
+      if (!(err instanceof StoreError)) throw err;
+      deps.logger.error({ code: err.code, err: errorMessage(err), transactionId: parsed.transactionId }, 'cannot store a webhook transaction; answered 503 so the vendor retries');
       return answer(res, 503, { error: 'cannot store the record now; retry later' }, { 'retry-after': '30' });
     }
   };

@@ -4,6 +4,7 @@ import { parseDocument } from 'yaml';
 import type { z } from 'zod';
 import { AgentError, errorCode } from '../errors.js';
 import { ConfigSchema, SECRET_PATHS, formatPath, type Config } from './schema.js';
+import { redactUrlsIn } from './mask.js';
 
 export const DEFAULT_CONFIG_PATH = '/etc/chair-agent/config.yaml';
 
@@ -153,7 +154,10 @@ function describeValue(v: unknown): string {
   if (v === null) return 'null';
   if (Array.isArray(v)) return 'a list';
   if (typeof v === 'object') return 'a mapping';
-  if (typeof v === 'string') return `text ${JSON.stringify(v.length > 40 ? `${v.slice(0, 40)}…` : v)}`;
+  if (typeof v === 'string') {
+    const shown = redactUrlsIn(v);
+    return `text ${JSON.stringify(shown.length > 40 ? `${shown.slice(0, 40)}…` : shown)}`;
+  }
   return `${typeof v} ${String(v)}`;
 }
 

@@ -16,6 +16,11 @@ export function redactUrl(url: string): string {
   }
 }
 
+/** Any text with a URL password in it (scheme://user:password@host), the password masked. */
+export function redactUrlsIn(text: string): string {
+  return text.replace(/([a-z][a-z0-9+.-]*:\/\/[^\s/:@]*):[^\s/@]*@/gi, `$1:${MASK}@`);
+}
+
 /** The resolved config as YAML, every secret replaced by a mask naming where it came from. */
 export function maskedConfigYaml(config: Config, sources: Readonly<Record<string, SecretSource>>): string {
   const copy = JSON.parse(JSON.stringify(config)) as Record<string, Record<string, unknown>>;
@@ -28,5 +33,6 @@ export function maskedConfigYaml(config: Config, sources: Readonly<Record<string
     }
   }
   if (copy['mqtt'] && typeof copy['mqtt']['url'] === 'string') copy['mqtt']['url'] = redactUrl(copy['mqtt']['url']);
+  if (copy['vendor'] && typeof copy['vendor']['baseUrl'] === 'string') copy['vendor']['baseUrl'] = redactUrl(copy['vendor']['baseUrl']);
   return stringify(copy, { lineWidth: 0 });
 }

@@ -43,6 +43,12 @@ const vendor = z.strictObject({
   pollSeconds: z.number().min(0.2).default(5).describe('Chair list poll period in seconds; fractions allowed'),
   requestTimeoutSeconds: positive.max(120).default(10).describe('Deadline of one vendor request'),
   retries: z.number().int().min(0).max(10).default(2).describe('Extra attempts of a failed GET (never of a start)'),
+  maxRetryAfterSeconds: z
+    .number()
+    .min(1)
+    .max(3600)
+    .default(300)
+    .describe("The longest wait a vendor's Retry-After may impose on polling (it is never shorter than pollSeconds)"),
   sessionMinutes: z.number().int().min(1).default(5).describe('Time sent on a start when none is given'),
   availableStatuses: z
     .array(z.string().min(1))
@@ -89,6 +95,8 @@ const http = z.strictObject({
   port: z.number().int().min(0).max(65535).default(8080),
   headersTimeoutSeconds: positive.max(60).default(5).describe('A client must send its request headers within this time'),
   requestTimeoutSeconds: positive.max(300).default(10).describe('...and its whole request within this one'),
+  idleTimeoutSeconds: positive.max(300).default(10).describe('A connection silent this long is closed (also one that never sends a byte)'),
+  maxConnections: z.number().int().min(4).max(10_000).default(64).describe('Connections open at once; more are closed as they arrive'),
 });
 
 const mqtt = z.strictObject({

@@ -12,8 +12,34 @@ export function parseRetryAfter(value: string | string[] | undefined, now: numbe
   const text = Array.isArray(value) ? value[0] : value;
   if (!text) return undefined;
   const trimmed = text.trim();
-  if (/^\d+$/.test(trimmed)) return Number(trimmed) * 1000;
+  // Seconds (any size: a value past 2^31 ms would overflow a timer, so callers bound it), or a date.
+  if (/^\d{1,15}$/.test(trimmed)) return Number(trimmed) * 1000;
   const date = Date.parse(trimmed);
   if (Number.isNaN(date)) return undefined;
   return Math.max(0, date - now);
+}
+
+/** How long an outage counts as a restart of the broker: it is met with the shortest waits. */
+export const FAST_RECONNECT_WINDOW_MS = 30_000;
+
+/**
+ * The wait before reconnect attempt `attempt` (0-based) of an outage that began `outageMs` ago.
+ * For the first 30 s: 100 ms doubling, at most 400 ms, so a restarted broker is met within a few
+ * hundred ms; after that it grows to `capMs` (mqtt.reconnectSeconds), so a site whose broker is
+ * gone for hours tries a few times a minute. Each wait is uniformly jittered in [d/2, d], so the
+ * boxes of a fleet behind one central broker do not reconnect in step.
+ */
+export function reconnectDelay(attempt: number, outageMs: number, capMs: number, random: () => number = Math.random): number {
+  const cap = outageMs < FAST_RECONNECT_WINDOW_MS ? Math.min(400, capMs) : capMs;
+  const d = Math.min(cap, 100 * 2 ** Math.min(Math.max(0, attempt), 20));
+  return Math.round(d / 2 + (random() * d) / 2);
+}
+
+/**
+ * The vendor's Retry-After, honoured but bounded: at most `capMs` (vendor.maxRetryAfterSeconds),
+ * and never less than `floorMs` (the poll period). Absent: the floor.
+ */
+export function boundedRetryAfter(retryAfterMs: number | undefined, floorMs: number, capMs: number): number {
+  if (retryAfterMs === undefined || !Number.isFinite(retryAfterMs)) return floorMs;
+  return Math.max(floorMs, Math.min(retryAfterMs, capMs));
 }

@@ -23,7 +23,8 @@ export interface RegistryOptions extends StateOptions {
 
 /**
  * The agent's picture of the chairs: latest state per chair, whether each was in the latest
- * successful list, and whether that list is still fresh. Emits only on change.
+ * successful list, and whether that list is still fresh. Emits only on change. Times given to it
+ * are monotonic milliseconds: a wall clock set back would keep a failing list "fresh".
  */
 export class ChairRegistry extends EventEmitter<RegistryEvents> {
   private readonly states = new Map<string, ChairState>();

@@ -119,3 +119,34 @@ export function vendorTimeToIso(text: string, timeZone: string): string | null {
   const instant = parseVendorTime(text, timeZone);
   return instant === null ? null : formatIsoWithOffset(instant, timeZone);
 }
+
+/**
+ * A vendor wall-clock time as a number without any zone: the milliseconds its fields would be if
+ * read as UTC. Windows of the transaction list are computed and written in this form, so they
+ * follow the vendor's own clock whatever this box's clock or zone say. Null when unreadable.
+ */
+export function parseNaive(text: string): number | null {
+  const m = VENDOR_TIME.exec(text.trim());
+  if (!m) return null;
+  const [year, month, day, hour, minute, second] = m.slice(1).map(Number) as [number, number, number, number, number, number];
+  if (month < 1 || month > 12 || day < 1 || day > 31 || hour > 23 || minute > 59 || second > 59) return null;
+  return Date.UTC(year, month - 1, day, hour, minute, second);
+}
+
+/** "YYYY-MM-DD HH:MM:SS" of a naive vendor time. */
+export function formatNaive(naive: number): string {
+  const d = new Date(Math.floor(naive / 1000) * 1000);
+  return `${pad(d.getUTCFullYear(), 4)}-${pad(d.getUTCMonth() + 1)}-${pad(d.getUTCDate())} ${pad(d.getUTCHours())}:${pad(d.getUTCMinutes())}:${pad(d.getUTCSeconds())}`;
+}
+
+/** The instant a naive vendor time stands for, read in the zone. */
+export function naiveToInstant(naive: number, timeZone: string): number {
+  let instant = naive - cachedOffset(naive, timeZone) * 60_000;
+  instant = naive - cachedOffset(instant, timeZone) * 60_000;
+  return instant;
+}
+
+/** The naive vendor time of an instant in the zone. */
+export function instantToNaive(instant: number, timeZone: string): number {
+  return Math.floor(instant / 1000) * 1000 + cachedOffset(instant, timeZone) * 60_000;
+}

@@ -1,9 +1,12 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import type { Clock } from '../clock.js';
 import type { Logger } from '../logger.js';
+import type { Metrics } from '../metrics.js';
 import { AgentError, errorCode, errorMessage } from '../errors.js';
 import type { Component } from '../components/component.js';
 import { sendJson } from './body.js';
+import { RefusalLog } from './refusal-log.js';
 
 export type RouteHandler = (req: IncomingMessage, res: ServerResponse, match: RegExpExecArray | null) => Promise<void> | void;
 
@@ -21,18 +24,29 @@ export interface ListenerOptions {
   headersTimeoutMs?: number;
   /** ...and the whole request within this one. */
   requestTimeoutMs?: number;
+  /** A connection silent this long is closed, also one that never sends a byte. */
+  idleTimeoutMs?: number;
+  /** Connections open at once; more are closed as they arrive. */
+  maxConnections?: number;
+  clock: Clock;
+  metrics?: Metrics;
 }
 
 /**
  * The agent's one HTTP listener (webhook, health, metrics, simulated GPIO). Short header and
- * request timeouts, checked every second, so a slow client cannot hold a connection for long.
+ * request timeouts, checked every second, an idle timeout that also closes connections that never
+ * send a byte, and a cap on open connections, so slow or silent clients cannot starve the
+ * webhook. Refusals are logged by a RefusalLog (a flood is one line a minute).
  */
 export class HttpListener implements Component {
   readonly name = 'http';
   private server: Server | null = null;
   private readonly routes: Route[] = [];
+  readonly refusals: RefusalLog;
 
-  constructor(private readonly opts: ListenerOptions) {}
+  constructor(private readonly opts: ListenerOptions) {
+    this.refusals = new RefusalLog({ clock: opts.clock, logger: opts.logger, metrics: opts.metrics });
+  }
 
   route(method: string, path: string | RegExp, handler: RouteHandler): void {
     this.routes.push({ method, path, handler });
@@ -48,11 +62,20 @@ export class HttpListener implements Component {
       },
       (req, res) => void this.dispatch(req, res),
     );
+    server.timeout = this.opts.idleTimeoutMs ?? 10_000;
+    server.maxConnections = this.opts.maxConnections ?? 64;
     server.on('clientError', (err, socket) => {
-      const status = errorCode(err) === 'ERR_HTTP_REQUEST_TIMEOUT' ? '408 Request Timeout' : '400 Bad Request';
+      const timedOut = errorCode(err) === 'ERR_HTTP_REQUEST_TIMEOUT';
+      const status = timedOut ? '408 Request Timeout' : '400 Bad Request';
       if (socket.writable) socket.end(`HTTP/1.1 ${status}\r\nConnection: close\r\n\r\n`);
       else socket.destroy();
-      this.opts.logger.debug({ err: errorMessage(err) }, 'bad HTTP request from a client');
+      this.refusals.note('http', timedOut ? '408' : '400', timedOut ? 'HTTP client too slow; connection closed' : 'malformed HTTP request; connection closed', {
+        remote: (socket as { remoteAddress?: string }).remoteAddress,
+        err: errorMessage(err),
+      });
+    });
+    server.on('drop', (data) => {
+      this.refusals.note('http', 'dropped', `connection refused: ${server.maxConnections} connections already open (http.maxConnections)`, { remote: data?.remoteAddress });
     });
     await new Promise<void>((resolve, reject) => {
       server.once('error', (err) => {
@@ -74,6 +97,7 @@ export class HttpListener implements Component {
   async stop(): Promise<void> {
     const server = this.server;
     this.server = null;
+    this.refusals.stop();
     if (!server) return;
     const closed = new Promise<void>((resolve) => server.close(() => resolve()));
     server.closeIdleConnections();

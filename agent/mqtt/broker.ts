@@ -1,4 +1,24 @@
 import type { EventEmitter } from 'node:events';
+import { AgentError } from '../errors.js';
+
+/**
+ * Why a publish did not get its PUBACK:
+ * - disconnected: the connection ended first; nothing is known about the message, send it again;
+ * - refused: the broker answered with an MQTT 5 reason code of 0x80 or more (`reasonCode`);
+ * - invalid: it could not be sent at all (too large for the broker, an unusable topic).
+ */
+export type BrokerErrorKind = 'disconnected' | 'refused' | 'invalid';
+
+export class BrokerError extends AgentError {
+  constructor(
+    readonly kind: BrokerErrorKind,
+    message: string,
+    readonly reasonCode?: number,
+  ) {
+    super(`BROKER_${kind.toUpperCase()}`, message);
+    this.name = 'BrokerError';
+  }
+}
 
 export interface PublishOptions {
   qos: 0 | 1;
@@ -16,6 +36,11 @@ export interface InboundMessage {
   correlationData?: Buffer;
 }
 
+export interface SubscribeOptions {
+  /** MQTT 5 Retain As Published: live deliveries keep the retain flag their publisher set. */
+  retainAsPublished?: boolean;
+}
+
 export interface BrokerEvents {
   connect: [];
   close: [];
@@ -24,7 +49,9 @@ export interface BrokerEvents {
 
 /**
  * The port to the site's MQTT broker. `publish` resolves when the broker has acknowledged a
- * QoS 1 message (PUBACK) and rejects when it cannot be; QoS 0 resolves once written.
+ * QoS 1 message (PUBACK) and rejects with a BrokerError when it cannot be; QoS 0 resolves once
+ * written. Nothing is re-sent behind the caller's back after a reconnect: a publish that was under
+ * way when the connection ended rejects as `disconnected`, and its owner decides.
  */
 export interface Broker extends EventEmitter<BrokerEvents> {
   readonly connected: boolean;
@@ -33,10 +60,12 @@ export interface Broker extends EventEmitter<BrokerEvents> {
   /** Resolves once the first connection attempt has succeeded or failed. */
   firstAttempt(): Promise<void>;
   publish(topic: string, payload: string | Buffer, options: PublishOptions): Promise<void>;
-  subscribe(filter: string): Promise<void>;
+  subscribe(filter: string, options?: SubscribeOptions): Promise<void>;
   unsubscribe(filter: string): Promise<void>;
   /** How many QoS 1 messages the broker accepts in flight (its Receive Maximum). */
   receiveMaximum(): number;
+  /** The largest packet the broker accepts (its Maximum Packet Size), when it said. */
+  maximumPacketSize(): number | undefined;
   /** Closes the connection; waits at most `timeoutMs` for in-flight acknowledgements. */
   end(timeoutMs: number): Promise<void>;
   /** The broker's address, safe to print (no password). */

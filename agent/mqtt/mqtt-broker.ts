@@ -1,10 +1,15 @@
 import { EventEmitter } from 'node:events';
 import { readFileSync } from 'node:fs';
 import mqtt, { type IClientOptions, type MqttClient } from 'mqtt';
+import type { Clock, Timer } from '../clock.js';
 import type { Logger } from '../logger.js';
 import { errorMessage } from '../errors.js';
 import { redactUrl } from '../config/mask.js';
-import type { Broker, BrokerEvents, InboundMessage, PublishOptions } from './broker.js';
+import { reconnectDelay } from '../core/backoff.js';
+import { BrokerError, type Broker, type BrokerEvents, type InboundMessage, type PublishOptions, type SubscribeOptions } from './broker.js';
+
+/** The largest packet the agent accepts from the broker (MQTT 5 tells the broker; it drops bigger ones). */
+export const MAX_INCOMING_PACKET_BYTES = 256 * 1024;
 
 export interface MqttBrokerOptions {
   url: string;
@@ -17,18 +22,34 @@ export interface MqttBrokerOptions {
   rejectUnauthorized: boolean;
   protocolVersion: 4 | 5;
   keepaliveSeconds: number;
+  /** The longest wait between reconnect attempts of a long outage. */
   reconnectSeconds: number;
   will: { topic: string; payload: string };
+  clock: Clock;
   logger: Logger;
+  random?: () => number;
 }
 
-/** The Broker port on mqtt.js v5. */
+type PendingAcks = Record<string, { cmd?: string; cb?: (err?: Error) => void }>;
+
+/**
+ * The Broker port on mqtt.js v5. Reconnects itself, with a short jittered backoff that grows
+ * during a long outage (core/backoff.ts), because mqtt.js's own reconnect waits a fixed period
+ * and replays its in-flight store before anyone hears of the reconnect: a record the broker
+ * cannot take would go out again at every reconnect. Here a publish under way when the
+ * connection ends rejects as `disconnected` and mqtt.js starts each connection with an empty store.
+ */
 export class MqttBroker extends EventEmitter<BrokerEvents> implements Broker {
   private client: MqttClient | null = null;
   readonly description: string;
   private lastError = '';
   private serverReceiveMaximum = 65_535;
+  private serverMaximumPacketSize: number | undefined;
   private attempted: Promise<void> = new Promise(() => undefined);
+  private reconnectTimer: Timer | null = null;
+  private attempt = 0;
+  private outageSince: number | null = null;
+  private ending = false;
 
   constructor(private readonly opts: MqttBrokerOptions) {
     super();
@@ -47,12 +68,13 @@ export class MqttBroker extends EventEmitter<BrokerEvents> implements Broker {
       protocolVersion: o.protocolVersion,
       clean: true,
       keepalive: o.keepaliveSeconds,
-      reconnectPeriod: Math.round(o.reconnectSeconds * 1000),
+      reconnectPeriod: 0,
       connectTimeout: 10_000,
       // Retained state is republished on every connect; nothing stale is queued while offline.
       queueQoSZero: false,
       rejectUnauthorized: o.rejectUnauthorized,
       will: { topic: o.will.topic, payload: Buffer.from(o.will.payload), qos: 1, retain: true },
+      ...(o.protocolVersion === 5 ? { properties: { maximumPacketSize: MAX_INCOMING_PACKET_BYTES } } : {}),
     };
     if (o.username !== undefined) options.username = o.username;
     if (o.password !== undefined) options.password = o.password;
@@ -68,18 +90,20 @@ export class MqttBroker extends EventEmitter<BrokerEvents> implements Broker {
       // mqtt.js leaves Nagle's algorithm on: small PUBLISH packets would wait for delayed ACKs.
       (client.stream as { setNoDelay?: (on: boolean) => void } | undefined)?.setNoDelay?.(true);
       this.lastError = '';
+      this.attempt = 0;
+      this.outageSince = null;
       this.serverReceiveMaximum = connack.properties?.receiveMaximum ?? 65_535;
+      this.serverMaximumPacketSize = connack.properties?.maximumPacketSize;
       o.logger.info({ broker: this.description }, 'connected to the broker');
       this.emit('connect');
     });
-    client.on('close', () => this.emit('close'));
+    client.on('close', () => this.onClose(client));
     client.on('error', (err) => {
       const text = errorMessage(err);
-      // mqtt.js reports the same refusal on every reconnect attempt; say it once.
+      // The same refusal comes back at every attempt; say it once.
       if (text !== this.lastError) o.logger.warn({ broker: this.description, err: text }, 'broker connection error');
       this.lastError = text;
     });
-    client.on('offline', () => o.logger.debug({ broker: this.description }, 'broker offline, will retry'));
     client.on('message', (topic, payload, packet) => {
       const msg: InboundMessage = { topic, payload, retained: packet.retain === true };
       const props = packet.properties;
@@ -89,27 +113,53 @@ export class MqttBroker extends EventEmitter<BrokerEvents> implements Broker {
     });
   }
 
+  private onClose(client: MqttClient): void {
+    // Every publish still waiting for its PUBACK is settled now, so mqtt.js re-sends nothing.
+    const outgoing = (client as unknown as { outgoing: PendingAcks }).outgoing;
+    for (const id of Object.keys(outgoing)) {
+      const pending = outgoing[id];
+      delete outgoing[id];
+      pending?.cb?.(new BrokerError('disconnected', 'the connection to the broker ended before its acknowledgement'));
+    }
+    this.emit('close');
+    if (this.ending || this.client !== client || this.reconnectTimer) return;
+    const now = this.opts.clock.monotonic();
+    this.outageSince ??= now;
+    const delay = reconnectDelay(this.attempt++, now - this.outageSince, this.opts.reconnectSeconds * 1000, this.opts.random);
+    this.opts.logger.debug({ broker: this.description, delayMs: delay }, 'broker offline, reconnecting');
+    this.reconnectTimer = this.opts.clock.setTimeout(() => {
+      this.reconnectTimer = null;
+      if (!this.ending && this.client === client) client.reconnect();
+    }, delay);
+  }
+
   firstAttempt(): Promise<void> {
     return this.attempted;
   }
 
   publish(topic: string, payload: string | Buffer, options: PublishOptions): Promise<void> {
     const client = this.client;
-    if (!client) return Promise.reject(new Error('not connected to the broker'));
+    if (!client?.connected) return Promise.reject(new BrokerError('disconnected', 'not connected to the broker'));
     return new Promise((resolve, reject) => {
       const props = options.correlationData && this.opts.protocolVersion === 5 ? { correlationData: options.correlationData } : undefined;
       client.publish(topic, payload, { qos: options.qos, retain: options.retain ?? false, ...(props ? { properties: props } : {}) }, (err) => {
-        if (err) reject(err);
-        else resolve();
+        if (!err) resolve();
+        else if (err instanceof BrokerError) reject(err);
+        else if (typeof (err as { code?: unknown }).code === 'number') {
+          const code = (err as unknown as { code: number }).code;
+          reject(new BrokerError('refused', `${errorMessage(err)} (reason code 0x${code.toString(16)})`, code));
+        } else if (!client.connected) reject(new BrokerError('disconnected', errorMessage(err)));
+        else reject(new BrokerError('invalid', errorMessage(err)));
       });
     });
   }
 
-  subscribe(filter: string): Promise<void> {
+  subscribe(filter: string, options: SubscribeOptions = {}): Promise<void> {
     const client = this.client;
-    if (!client) return Promise.reject(new Error('not connected to the broker'));
+    if (!client) return Promise.reject(new BrokerError('disconnected', 'not connected to the broker'));
+    const rap = options.retainAsPublished === true && this.opts.protocolVersion === 5;
     return new Promise((resolve, reject) => {
-      client.subscribe(filter, { qos: 1 }, (err) => (err ? reject(err) : resolve()));
+      client.subscribe(filter, { qos: 1, ...(rap ? { rap: true } : {}) }, (err) => (err ? reject(err) : resolve()));
     });
   }
 
@@ -118,9 +168,9 @@ export class MqttBroker extends EventEmitter<BrokerEvents> implements Broker {
     const client = this.client;
     if (!client || !client.connected) return Promise.resolve();
     return new Promise((resolve) => {
-      const timer = setTimeout(resolve, 1_000);
+      const timer = this.opts.clock.setTimeout(resolve, 1_000);
       client.unsubscribe(filter, () => {
-        clearTimeout(timer);
+        timer.cancel();
         resolve();
       });
     });
@@ -130,8 +180,15 @@ export class MqttBroker extends EventEmitter<BrokerEvents> implements Broker {
     return this.serverReceiveMaximum;
   }
 
+  maximumPacketSize(): number | undefined {
+    return this.serverMaximumPacketSize;
+  }
+
   end(timeoutMs: number): Promise<void> {
     const client = this.client;
+    this.ending = true;
+    this.reconnectTimer?.cancel();
+    this.reconnectTimer = null;
     this.client = null;
     if (!client) return Promise.resolve();
     return new Promise((resolve) => {
@@ -139,10 +196,10 @@ export class MqttBroker extends EventEmitter<BrokerEvents> implements Broker {
       const finish = (): void => {
         if (done) return;
         done = true;
-        clearTimeout(timer);
+        timer.cancel();
         resolve();
       };
-      const timer = setTimeout(() => client.end(true, finish), timeoutMs);
+      const timer = this.opts.clock.setTimeout(() => client.end(true, finish), timeoutMs);
       client.end(false, finish);
     });
   }

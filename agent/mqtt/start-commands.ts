@@ -1,17 +1,24 @@
 import type { Logger } from '../logger.js';
+import type { Metrics } from '../metrics.js';
 import { errorMessage } from '../errors.js';
 import type { Component } from '../components/component.js';
 import type { StartService } from '../start/start-service.js';
 import type { Broker, InboundMessage } from './broker.js';
-import type { Topics } from './topics.js';
+import { topicNameProblem, type Topics } from './topics.js';
+
+/** A start command is a few dozen bytes; anything over this is refused before it is parsed. */
+export const MAX_COMMAND_BYTES = 4096;
 
 export interface StartCommand {
   minutes?: number;
   transaction?: string | number;
 }
 
+type Refusal = { error: string; transaction?: string | number };
+
 /** The payload of B/chairs/<id>/start: {"minutes":5,"transaction":"abc"}, both optional. */
-export function parseStartCommand(payload: Buffer, minMinutes: number, maxMinutes: number): StartCommand | { error: string; transaction?: string | number } {
+export function parseStartCommand(payload: Buffer, minMinutes: number, maxMinutes: number): StartCommand | Refusal {
+  if (payload.length > MAX_COMMAND_BYTES) return { error: 'invalid_payload' };
   const text = payload.toString('utf8').trim();
   if (text === '') return {};
   let body: unknown;
@@ -23,7 +30,7 @@ export function parseStartCommand(payload: Buffer, minMinutes: number, maxMinute
   if (!body || typeof body !== 'object' || Array.isArray(body)) return { error: 'invalid_payload' };
   const b = body as Record<string, unknown>;
   const transaction = b['transaction'];
-  const echo = typeof transaction === 'string' || typeof transaction === 'number' ? { transaction } : {};
+  const echo = (typeof transaction === 'string' && transaction.length <= 256) || (typeof transaction === 'number' && Number.isFinite(transaction)) ? { transaction } : {};
   if (transaction !== undefined && !('transaction' in echo)) return { error: 'invalid_transaction' };
   const minutes = b['minutes'];
   if (minutes !== undefined && (typeof minutes !== 'number' || !Number.isInteger(minutes) || minutes < minMinutes || minutes > maxMinutes)) {
@@ -33,31 +40,61 @@ export function parseStartCommand(payload: Buffer, minMinutes: number, maxMinute
 }
 
 /**
+ * Why a request's MQTT 5 response topic must not be answered on, or null. An invalid topic would
+ * make the broker drop the agent's connection; one inside the agent's own namespace would let a
+ * client make the agent publish, say, a fake transaction.
+ */
+export function responseTopicProblem(topic: string, topics: Topics): string | null {
+  const problem = topicNameProblem(topic);
+  if (problem) return problem;
+  if (topics.owns(topic)) return `it is inside the agent's own topics (${topics.base}/...)`;
+  return null;
+}
+
+export interface StartCommandsDeps {
+  broker: Broker;
+  topics: Topics;
+  starts: StartService;
+  logger: Logger;
+  metrics?: Metrics;
+  minMinutes: number;
+  maxMinutes: number;
+  /** The chairs the agent knows, to map a topic level back to its DeviceId. */
+  knownChairs: () => string[];
+}
+
+/**
  * Start commands from other site systems. Each gets one answer on .../start/response, and also
  * on the MQTT 5 response topic with the correlation data when the request carried them.
- * A retained command is never acted on: it would start the chair again at every reconnect.
+ *
+ * Refused without starting anything: a payload over 4 KiB, a response topic that is invalid or
+ * inside the agent's namespace, and a retained command. With MQTT 5 the agent subscribes with
+ * Retain As Published, so a command published with the retain flag is recognised when it is
+ * delivered live as well as at every reconnect; it is answered "retained_command" and cleared
+ * from the broker (an empty retained message), so it cannot start a chair later. With MQTT 3.1.1
+ * a broker clears the flag on live delivery: such a command is acted on once, when published,
+ * and refused (and cleared) when it is replayed. A zero-byte payload (how a retained message is
+ * cleared) is ignored.
  */
 export class MqttStartCommands implements Component {
   readonly name = 'mqtt-start-commands';
 
-  constructor(
-    private readonly deps: { broker: Broker; topics: Topics; starts: StartService; logger: Logger; minMinutes: number; maxMinutes: number },
-  ) {}
+  constructor(private readonly deps: StartCommandsDeps) {}
 
   private readonly subscribe = (): void => {
-    this.deps.broker.subscribe(this.deps.topics.startFilter).catch((err: unknown) => {
+    this.deps.broker.subscribe(this.deps.topics.startFilter, { retainAsPublished: true }).catch((err: unknown) => {
       this.deps.logger.warn({ err: errorMessage(err) }, 'cannot subscribe to start commands');
     });
   };
 
   private readonly onMessage = (msg: InboundMessage): void => {
-    const deviceId = this.deps.topics.startTarget(msg.topic);
+    const deviceId = this.deps.topics.startTarget(msg.topic, this.deps.knownChairs());
     if (deviceId === null) return;
-    if (msg.retained) {
-      this.deps.logger.warn({ topic: msg.topic }, 'ignored a retained start command; publish start commands without the retain flag');
+    if (msg.payload.length === 0) {
+      this.deps.logger.debug({ topic: msg.topic }, 'empty start message (a retained message being cleared); ignored');
       return;
     }
-    void this.handle(deviceId, msg);
+    void this.handle(deviceId, msg).catch((err: unknown) => this.deps.logger.error({ deviceId, err: errorMessage(err) }, 'start command failed'));
   };
 
   start(): void {
@@ -72,20 +109,32 @@ export class MqttStartCommands implements Component {
     await this.deps.broker.unsubscribe(this.deps.topics.startFilter);
   }
 
+  private refuse(deviceId: string, error: string, detail: Record<string, unknown>): Record<string, unknown> {
+    this.deps.metrics?.refused.inc({ what: 'start', status: error });
+    this.deps.logger.warn({ deviceId, error, ...detail }, 'start command refused; no chair was started');
+    return { status: 'error', error };
+  }
+
   private async handle(deviceId: string, msg: InboundMessage): Promise<void> {
     const command = parseStartCommand(msg.payload, this.deps.minMinutes, this.deps.maxMinutes);
+    const responseProblem = msg.responseTopic === undefined ? null : responseTopicProblem(msg.responseTopic, this.deps.topics);
     let answer: Record<string, unknown>;
-    if ('error' in command) {
-      this.deps.logger.warn({ deviceId, error: command.error }, 'bad start command');
-      answer = { status: 'error', error: command.error };
+    if (msg.retained) {
+      answer = this.refuse(deviceId, 'retained_command', { topic: msg.topic, hint: 'publish start commands without the retain flag' });
+      // Cleared so it cannot be replayed at the next reconnect.
+      this.deps.broker.publish(msg.topic, '', { qos: 1, retain: true }).catch(() => undefined);
+    } else if (responseProblem) {
+      answer = this.refuse(deviceId, 'invalid_response_topic', { responseTopic: msg.responseTopic?.slice(0, 200), problem: responseProblem });
+    } else if ('error' in command) {
+      answer = this.refuse(deviceId, command.error, { bytes: msg.payload.length });
     } else {
-      const outcome = await this.deps.starts.startChair(deviceId, { minutes: command.minutes, source: 'mqtt' });
+      const outcome = await this.deps.starts.startChair(deviceId, { minutes: command.minutes, source: 'mqtt', transaction: command.transaction });
       answer = outcome.ok ? { status: 'ok' } : { status: 'error', error: outcome.error };
     }
     if ('transaction' in command && command.transaction !== undefined) answer['transaction'] = command.transaction;
     const payload = JSON.stringify(answer);
     const sends = [this.deps.broker.publish(this.deps.topics.startResponse(deviceId), payload, { qos: 1 })];
-    if (msg.responseTopic) {
+    if (msg.responseTopic !== undefined && responseProblem === null) {
       sends.push(this.deps.broker.publish(msg.responseTopic, payload, { qos: 1, ...(msg.correlationData ? { correlationData: msg.correlationData } : {}) }));
     }
     const results = await Promise.allSettled(sends);

@@ -20,6 +20,13 @@ export type StartError =
   | 'not_confirmed'
   | 'stopping';
 
+export interface StartRequest {
+  minutes?: number | undefined;
+  source: StartSource;
+  /** The caller's own reference (a POS transaction), echoed and remembered for correlation. */
+  transaction?: string | number | undefined;
+}
+
 export type StartOutcome =
   | { ok: true; deviceId: string; minutes: number }
   | { ok: false; deviceId: string; error: StartError; message: string };
@@ -79,7 +86,7 @@ export class StartService extends EventEmitter<StartEvents> implements Component
     return this.inFlight.has(deviceId);
   }
 
-  async startChair(deviceId: string, request: { minutes?: number | undefined; source: StartSource }): Promise<StartOutcome> {
+  async startChair(deviceId: string, request: StartRequest): Promise<StartOutcome> {
     const log = this.deps.logger.child({ deviceId, source: request.source });
     if (this.stopping) return this.refused(log, request.source, deviceId, 'stopping', 'the agent is stopping');
     const refusal = checkStart(this.deps.registry.view(deviceId), this.inFlight.has(deviceId));
@@ -121,11 +128,9 @@ export class StartService extends EventEmitter<StartEvents> implements Component
       if (signal.aborted) return fail('stopping', 'the agent stopped before the vendor answered');
       if (!(err instanceof VendorError)) return fail('vendor_unreachable', errorMessage(err));
       if (err.ambiguous) {
-        // The vendor may have acted on it: ask the chair before saying anything.
-        log.warn({ code: err.code, err: err.message }, 'control call outcome unknown; reading the chair status');
-        const reading = await this.readStatus(deviceId, log);
-        if (reading && this.deps.registry.applyReading(reading).running) return { ok: true, deviceId, minutes };
-        return fail(err.code === 'VENDOR_TIMEOUT' ? 'vendor_timeout' : 'vendor_unreachable', `${err.message}; the chair did not start`);
+        // The vendor may have acted on it (the answer was lost): the chair's status settles it.
+        log.warn({ code: err.code, err: err.message }, 'control call outcome unknown; the chair is held as starting while its status is read');
+        return this.settleUnknown(deviceId, minutes, err, log);
       }
       switch (err.code) {
         case 'VENDOR_UNAUTHORIZED':
@@ -143,16 +148,55 @@ export class StartService extends EventEmitter<StartEvents> implements Component
     return this.confirm(deviceId, minutes, log);
   }
 
+  /**
+   * After a control call whose fate is unknown: the status is read for the confirm window while
+   * the chair stays "starting" (other starts of it are refused, so a POS retry cannot start it a
+   * second time). Running: it started. Reading idle at the end of the window: it did not.
+   * Neither (no answer, or another status): not confirmed, never "did not start".
+   */
+  private async settleUnknown(deviceId: string, minutes: number, cause: VendorError, log: Logger): Promise<StartOutcome> {
+    const { clock, confirmTimeoutMs, confirmIntervalMs } = this.deps;
+    const deadline = clock.monotonic() + confirmTimeoutMs;
+    let idle = false;
+    for (;;) {
+      const reading = await this.readStatus(deviceId, log, 0);
+      if (reading) {
+        const state = this.deps.registry.applyReading(reading);
+        if (state.running) return { ok: true, deviceId, minutes };
+        idle = state.startable;
+      }
+      if (this.abort.signal.aborted) return { ok: false, deviceId, error: 'stopping', message: 'the agent stopped before the outcome of the start was known' };
+      const left = deadline - clock.monotonic();
+      if (left <= 0) break;
+      await clock.sleep(Math.min(confirmIntervalMs, left), this.abort.signal).catch(() => undefined);
+    }
+    const seconds = confirmTimeoutMs / 1000;
+    if (idle) {
+      return {
+        ok: false,
+        deviceId,
+        error: cause.code === 'VENDOR_TIMEOUT' ? 'vendor_timeout' : 'vendor_unreachable',
+        message: `${cause.message}; the chair still reads idle after ${seconds} s: it did not start`,
+      };
+    }
+    return {
+      ok: false,
+      deviceId,
+      error: 'not_confirmed',
+      message: `${cause.message}; the vendor may have started the chair, but it has not reported running (nor idle) within ${seconds} s: check it before starting it again`,
+    };
+  }
+
   /** Reads the status until the chair reports running, for at most confirmTimeoutMs. */
   private async confirm(deviceId: string, minutes: number, log: Logger): Promise<StartOutcome> {
     const { clock, confirmTimeoutMs, confirmIntervalMs } = this.deps;
-    const deadline = clock.now() + confirmTimeoutMs;
+    const deadline = clock.monotonic() + confirmTimeoutMs;
     for (;;) {
       // No retries inside a read: this loop is the retry.
       const reading = await this.readStatus(deviceId, log, 0);
       if (reading && this.deps.registry.applyReading(reading).running) return { ok: true, deviceId, minutes };
       if (this.abort.signal.aborted) return { ok: false, deviceId, error: 'stopping', message: 'the agent stopped before the chair reported running' };
-      const left = deadline - clock.now();
+      const left = deadline - clock.monotonic();
       if (left <= 0) {
         return { ok: false, deviceId, error: 'not_confirmed', message: `the vendor accepted the start but the chair did not report running within ${confirmTimeoutMs / 1000} s` };
       }

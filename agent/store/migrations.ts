@@ -22,6 +22,25 @@ export const MIGRATIONS: readonly string[] = [
      key   TEXT PRIMARY KEY,
      value TEXT NOT NULL
    );`,
+  // 2: records the broker refuses are parked (and retried on a schedule) instead of blocking the
+  // rest; a checksum of the stored text; backlog counters kept with the rows they count.
+  `ALTER TABLE transactions ADD COLUMN parked_at INTEGER;
+   ALTER TABLE transactions ADD COLUMN park_reason TEXT;
+   ALTER TABLE transactions ADD COLUMN park_count INTEGER NOT NULL DEFAULT 0;
+   ALTER TABLE transactions ADD COLUMN retry_at INTEGER;
+   ALTER TABLE transactions ADD COLUMN record_crc INTEGER;
+   DROP INDEX transactions_pending;
+   CREATE INDEX transactions_pending ON transactions (seq) WHERE delivered_at IS NULL AND parked_at IS NULL;
+   CREATE INDEX transactions_parked ON transactions (retry_at) WHERE delivered_at IS NULL AND parked_at IS NOT NULL;
+   CREATE TABLE counters (
+     name  TEXT PRIMARY KEY,
+     value INTEGER NOT NULL
+   ) WITHOUT ROWID;
+   INSERT INTO counters (name, value) VALUES
+     ('pending', (SELECT COUNT(*) FROM transactions WHERE delivered_at IS NULL)),
+     ('parked', 0),
+     ('delivered', (SELECT COUNT(*) FROM transactions WHERE delivered_at IS NOT NULL)),
+     ('last_delivery_at', COALESCE((SELECT MAX(delivered_at) FROM transactions), 0));`,
 ];
 
 /** Brings the database to the latest schema; returns the version it was at. Writes nothing when current. */

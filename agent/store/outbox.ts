@@ -1,4 +1,6 @@
 import { EventEmitter } from 'node:events';
+import { statSync } from 'node:fs';
+import { crc32 } from 'node:zlib';
 import Database from 'better-sqlite3';
 import { AgentError, errorCode, errorMessage } from '../errors.js';
 import type { TransactionRecord } from '../vendor/vendor-api.js';
@@ -15,11 +17,27 @@ export interface StoredRecord {
   record: string;
   source: RecordSource;
   receivedAt: number;
+  /** CRC-32 of `record` when it was stored (null for rows stored before checksums). */
+  crc: number | null;
+}
+
+export interface ParkedRecord {
+  seq: number;
+  transactionId: string;
+  status: string;
+  deviceId: string;
+  parkedAt: number;
+  reason: string;
+  parkCount: number;
+  retryAt: number;
 }
 
 export interface OutboxStats {
+  /** Waiting for the broker, parked ones included. */
   pending: number;
   oldestPendingAt: number | null;
+  /** Of those waiting, the ones the broker refused, set aside and retried later. */
+  parked: number;
   delivered: number;
   lastDeliveryAt: number | null;
 }
@@ -31,9 +49,11 @@ export interface OutboxEvents {
   delivered: [count: number];
   /** A write failed after succeeding, or succeeded after failing. */
   writable: [ok: boolean, detail: string];
+  /** The database file was deleted or replaced under the agent; this many waiting records were moved into a new one. */
+  recovered: [moved: number];
 }
 
-export type StoreErrorCode = 'STORE_FULL' | 'STORE_FAILED' | 'STORE_OPEN_FAILED';
+export type StoreErrorCode = 'STORE_FULL' | 'STORE_FAILED' | 'STORE_OPEN_FAILED' | 'STORE_DAMAGED' | 'STORE_GONE';
 
 export class StoreError extends AgentError {
   declare readonly code: StoreErrorCode;
@@ -43,10 +63,20 @@ export class StoreError extends AgentError {
   }
 }
 
+const isSqliteError = (err: unknown): boolean => err instanceof Database.SqliteError || (err instanceof Error && err.name === 'SqliteError');
+
 function storeError(err: unknown, doing: string): StoreError {
-  const code = errorCode(err);
+  const code = errorCode(err) ?? '';
   if (code === 'SQLITE_FULL') return new StoreError('STORE_FULL', `database full while ${doing} (disk or storage.maxSizeMb)`, err);
+  if (code.startsWith('SQLITE_CORRUPT') || code === 'SQLITE_NOTADB') {
+    return new StoreError('STORE_DAMAGED', `the database file is damaged (${errorMessage(err)}) while ${doing}`, err);
+  }
   return new StoreError('STORE_FAILED', `database error while ${doing}: ${errorMessage(err)}`, err);
+}
+
+/** Parked records are retried 1 h after they were parked, then 2, 4, 8, 16 and at most every 24 h. */
+export function parkRetryDelayMs(parkCount: number): number {
+  return Math.min(24 * 3_600_000, 3_600_000 * 2 ** Math.max(0, parkCount - 1));
 }
 
 export interface OutboxOptions {
@@ -56,16 +86,23 @@ export interface OutboxOptions {
   readonly?: boolean;
 }
 
+const COLUMNS = 'seq, transaction_id AS transactionId, status, device_id AS deviceId, record, source, received_at AS receivedAt, record_crc AS crc';
+
 /**
  * The durable outbox of transaction records: every record is committed (WAL, synchronous=FULL)
  * before anything acknowledges it, and stays until the broker has acknowledged it. A record
  * seen again (same TransactionId and Status) is not stored twice. Nothing is written when nothing
  * is new: an idle agent leaves the SD card alone.
+ *
+ * The file is watched: deleted or replaced under the running agent, it is recreated and every
+ * waiting record moved into it before the next write is acknowledged; damaged, every use reports
+ * it (StoreError STORE_DAMAGED) instead of throwing where nobody catches.
  */
 export class Outbox extends EventEmitter<OutboxEvents> {
   private db: Database.Database | null = null;
   private statements: ReturnType<Outbox['prepare']> | null = null;
   private writeFailure: string | null = null;
+  private identity: { dev: number; ino: number } | null = null;
 
   constructor(private readonly opts: OutboxOptions) {
     super();
@@ -75,13 +112,27 @@ export class Outbox extends EventEmitter<OutboxEvents> {
     return this.opts.path;
   }
 
+  private get inMemory(): boolean {
+    return this.opts.path === ':memory:' || this.opts.path === '';
+  }
+
   /** Opens (creating and migrating when needed). Throws STORE_OPEN_FAILED naming the path. */
   open(): void {
     if (this.db) return;
-    const { opts } = this;
     try {
-      const db = new Database(opts.path, { readonly: opts.readonly ?? false, fileMustExist: opts.readonly ?? false });
-      this.db = db;
+      this.db = this.openFile();
+      this.statements = this.prepare();
+      this.identity = this.fileIdentity();
+    } catch (err) {
+      this.close();
+      throw new StoreError('STORE_OPEN_FAILED', `cannot open the database ${this.opts.path}: ${errorMessage(err)} (storage.path)`, err);
+    }
+  }
+
+  private openFile(): Database.Database {
+    const { opts } = this;
+    const db = new Database(opts.path, { readonly: opts.readonly ?? false, fileMustExist: opts.readonly ?? false });
+    try {
       db.pragma('busy_timeout = 5000');
       if (!opts.readonly) {
         db.pragma('journal_mode = WAL');
@@ -92,10 +143,10 @@ export class Outbox extends EventEmitter<OutboxEvents> {
           db.pragma(`max_page_count = ${Math.max(16, Math.floor((opts.maxSizeMb * 1024 * 1024) / pageSize))}`);
         }
       }
-      this.statements = this.prepare();
+      return db;
     } catch (err) {
-      this.close();
-      throw new StoreError('STORE_OPEN_FAILED', `cannot open the database ${opts.path}: ${errorMessage(err)} (storage.path)`, err);
+      db.close();
+      throw err;
     }
   }
 
@@ -113,20 +164,113 @@ export class Outbox extends EventEmitter<OutboxEvents> {
     return {
       exists: db.prepare('SELECT 1 FROM transactions WHERE transaction_id = ? AND status = ?').pluck(),
       insert: db.prepare(
-        `INSERT OR IGNORE INTO transactions (transaction_id, status, device_id, record, source, received_at)
-         VALUES (@transactionId, @status, @deviceId, @record, @source, @receivedAt)`,
+        `INSERT OR IGNORE INTO transactions (transaction_id, status, device_id, record, source, received_at, record_crc)
+         VALUES (@transactionId, @status, @deviceId, @record, @source, @receivedAt, @crc)`,
       ),
-      pending: db.prepare(
-        `SELECT seq, transaction_id AS transactionId, status, device_id AS deviceId, record, source, received_at AS receivedAt
-         FROM transactions WHERE delivered_at IS NULL AND seq > ? ORDER BY seq LIMIT ?`,
+      pending: db.prepare(`SELECT ${COLUMNS} FROM transactions WHERE delivered_at IS NULL AND parked_at IS NULL AND seq > ? ORDER BY seq LIMIT ?`),
+      byIds: db.prepare(`SELECT ${COLUMNS} FROM transactions WHERE transaction_id = ? AND status = ?`),
+      deliver: db.prepare('UPDATE transactions SET delivered_at = ? WHERE seq BETWEEN ? AND ? AND delivered_at IS NULL AND parked_at IS NULL'),
+      oldestPending: db.prepare('SELECT received_at FROM transactions WHERE delivered_at IS NULL AND parked_at IS NULL ORDER BY seq LIMIT 1').pluck(),
+      oldestParked: db.prepare('SELECT MIN(received_at) FROM transactions WHERE delivered_at IS NULL AND parked_at IS NOT NULL').pluck(),
+      counters: db.prepare('SELECT name, value FROM counters'),
+      count: db.prepare('UPDATE counters SET value = value + ? WHERE name = ?'),
+      setCounter: db.prepare('UPDATE counters SET value = ? WHERE name = ?'),
+      park: db.prepare(
+        `UPDATE transactions SET parked_at = @now, park_reason = @reason, park_count = park_count + 1, retry_at = @retryAt
+         WHERE seq = @seq AND delivered_at IS NULL AND parked_at IS NULL`,
       ),
-      deliver: db.prepare('UPDATE transactions SET delivered_at = ? WHERE seq BETWEEN ? AND ? AND delivered_at IS NULL'),
-      pendingStats: db.prepare('SELECT COUNT(*) AS n, MIN(received_at) AS oldest FROM transactions WHERE delivered_at IS NULL'),
-      deliveredStats: db.prepare('SELECT COUNT(*) AS n, MAX(delivered_at) AS last FROM transactions WHERE delivered_at IS NOT NULL'),
-      prune: db.prepare('DELETE FROM transactions WHERE delivered_at IS NOT NULL AND delivered_at < ?'),
+      parkCount: db.prepare('SELECT park_count FROM transactions WHERE seq = ?').pluck(),
+      unparkDue: db.prepare('UPDATE transactions SET parked_at = NULL WHERE delivered_at IS NULL AND parked_at IS NOT NULL AND retry_at <= ?'),
+      retryAllParked: db.prepare('UPDATE transactions SET retry_at = ? WHERE delivered_at IS NULL AND parked_at IS NOT NULL'),
+      nextRetry: db.prepare('SELECT MIN(retry_at) FROM transactions WHERE delivered_at IS NULL AND parked_at IS NOT NULL').pluck(),
+      parked: db.prepare(
+        `SELECT seq, transaction_id AS transactionId, status, device_id AS deviceId, parked_at AS parkedAt, park_reason AS reason,
+                park_count AS parkCount, retry_at AS retryAt
+         FROM transactions WHERE delivered_at IS NULL AND parked_at IS NOT NULL ORDER BY seq LIMIT ?`,
+      ),
+      pruneBatch: db.prepare(
+        `DELETE FROM transactions WHERE seq IN (
+           SELECT seq FROM transactions WHERE delivered_at IS NOT NULL AND delivered_at < ? ORDER BY delivered_at LIMIT ?)`,
+      ),
       getState: db.prepare('SELECT value FROM state WHERE key = ?').pluck(),
       setState: db.prepare('INSERT INTO state (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value'),
     };
+  }
+
+  /** Runs a statement; a SQLite failure is reported (health) and thrown as a StoreError. */
+  private guard<T>(doing: string, fn: () => T): T {
+    try {
+      return fn();
+    } catch (err) {
+      if (err instanceof StoreError) throw err;
+      if (isSqliteError(err)) throw this.failed(err, doing);
+      throw err;
+    }
+  }
+
+  private fileIdentity(): { dev: number; ino: number } | null {
+    if (this.inMemory || this.opts.readonly) return null;
+    const st = statSync(this.opts.path);
+    return { dev: st.dev, ino: st.ino };
+  }
+
+  /**
+   * True while the file at storage.path is the one open. A file deleted or replaced under a
+   * running agent would take every later write with it: it is recreated at the path, with every
+   * waiting record (and the sync cursor) moved in, before anything else is written.
+   */
+  ensureFile(doing: string): void {
+    if (!this.identity || !this.db) return;
+    let current: { dev: number; ino: number } | null;
+    try {
+      const st = statSync(this.opts.path);
+      current = { dev: st.dev, ino: st.ino };
+    } catch {
+      current = null;
+    }
+    if (current && current.dev === this.identity.dev && current.ino === this.identity.ino) return;
+    const what = current ? 'replaced' : 'deleted';
+    let moved: number;
+    try {
+      moved = this.recreate();
+    } catch (err) {
+      const e = new StoreError('STORE_GONE', `the database file ${this.opts.path} was ${what} while running and cannot be recreated (${errorMessage(err)}) while ${doing}`, err);
+      this.reportFailure(e.message);
+      throw e;
+    }
+    this.emit('recovered', moved);
+    this.succeeded();
+  }
+
+  private recreate(): number {
+    const old = this.db as Database.Database;
+    const fresh = this.openFile();
+    let moved = 0;
+    try {
+      const copy = fresh.prepare(
+        `INSERT OR IGNORE INTO transactions (seq, transaction_id, status, device_id, record, source, received_at, parked_at, park_reason, park_count, retry_at, record_crc)
+         VALUES (@seq, @transaction_id, @status, @device_id, @record, @source, @received_at, @parked_at, @park_reason, @park_count, @retry_at, @record_crc)`,
+      );
+      const copyState = fresh.prepare('INSERT INTO state (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value');
+      fresh
+        .transaction(() => {
+          for (const row of old.prepare('SELECT * FROM transactions WHERE delivered_at IS NULL ORDER BY seq').iterate()) moved += copy.run(row as Record<string, unknown>).changes;
+          for (const row of old.prepare('SELECT key, value FROM state').iterate()) {
+            const r = row as { key: string; value: string };
+            copyState.run(r.key, r.value);
+          }
+          recount(fresh);
+        })
+        .immediate();
+    } catch (err) {
+      fresh.close();
+      throw err;
+    }
+    this.db = fresh;
+    this.statements = this.prepare();
+    this.identity = this.fileIdentity();
+    old.close();
+    return moved;
   }
 
   /**
@@ -134,36 +278,44 @@ export class Outbox extends EventEmitter<OutboxEvents> {
    * state value (the sync cursor) so both land together. Returns how many were new.
    */
   insert(records: readonly TransactionRecord[], source: RecordSource, receivedAt: number, state?: { key: string; value: string }): number {
+    this.ensureFile('storing transactions');
     // Reading first keeps a run over known records from opening a write transaction at all.
-    const fresh = records.filter((r) => !this.stmt.exists.get(r.transactionId, r.status));
-    const unique = dedupe(fresh);
+    const unique = this.guard('reading stored transactions', () => dedupe(records.filter((r) => !this.stmt.exists.get(r.transactionId, r.status))));
     if (unique.length === 0 && state === undefined) return 0;
     let inserted = 0;
-    try {
-      (this.db as Database.Database).transaction(() => {
-        for (const r of unique) {
-          inserted += this.stmt.insert.run({
-            transactionId: r.transactionId,
-            status: r.status,
-            deviceId: r.deviceId,
-            record: JSON.stringify(r.fields),
-            source,
-            receivedAt,
-          }).changes;
-        }
-        if (state) this.stmt.setState.run(state.key, state.value);
-      }).immediate();
-    } catch (err) {
-      throw this.failed(err, 'storing transactions');
-    }
+    this.guard('storing transactions', () =>
+      (this.db as Database.Database)
+        .transaction(() => {
+          for (const r of unique) {
+            const record = JSON.stringify(r.fields);
+            inserted += this.stmt.insert.run({
+              transactionId: r.transactionId,
+              status: r.status,
+              deviceId: r.deviceId,
+              record,
+              source,
+              receivedAt,
+              crc: crc32(record),
+            }).changes;
+          }
+          if (inserted > 0) this.stmt.count.run(inserted, 'pending');
+          if (state) this.stmt.setState.run(state.key, state.value);
+        })
+        .immediate(),
+    );
     this.succeeded();
     if (inserted > 0) this.emit('inserted', inserted);
     return inserted;
   }
 
-  /** Undelivered records after `afterSeq`, oldest first. */
+  /** Undelivered, unparked records after `afterSeq`, oldest first. */
   pending(afterSeq: number, limit: number): StoredRecord[] {
-    return this.stmt.pending.all(afterSeq, limit) as StoredRecord[];
+    return this.guard('reading waiting transactions', () => this.stmt.pending.all(afterSeq, limit) as StoredRecord[]);
+  }
+
+  /** The stored record with this TransactionId and Status, delivered or not. */
+  find(transactionId: string, status: string): StoredRecord | undefined {
+    return this.guard('reading a transaction', () => this.stmt.byIds.get(transactionId, status) as StoredRecord | undefined);
   }
 
   /**
@@ -175,50 +327,127 @@ export class Outbox extends EventEmitter<OutboxEvents> {
   markDelivered(seqs: readonly number[], at: number): void {
     if (seqs.length === 0) return;
     const db = this.db as Database.Database;
+    let changed = 0;
     try {
-      db.pragma('synchronous = NORMAL');
-      db.transaction(() => {
-        for (const [first, last] of runs(seqs)) this.stmt.deliver.run(at, first, last);
-      }).immediate();
-    } catch (err) {
-      throw this.failed(err, 'marking records delivered');
+      this.guard('marking records delivered', () => {
+        db.pragma('synchronous = NORMAL');
+        db.transaction(() => {
+          for (const [first, last] of runs(seqs)) changed += this.stmt.deliver.run(at, first, last).changes;
+          if (changed > 0) {
+            this.stmt.count.run(-changed, 'pending');
+            this.stmt.count.run(changed, 'delivered');
+            this.stmt.setCounter.run(at, 'last_delivery_at');
+          }
+        }).immediate();
+      });
     } finally {
-      if (db.open) db.pragma('synchronous = FULL');
+      if (db.open) {
+        try {
+          db.pragma('synchronous = FULL');
+        } catch {
+          // reported by the failed write already
+        }
+      }
     }
     this.succeeded();
-    this.emit('delivered', seqs.length);
+    this.emit('delivered', changed);
   }
 
-  stats(): OutboxStats {
-    if (!this.db) return { pending: 0, oldestPendingAt: null, delivered: 0, lastDeliveryAt: null };
-    const p = this.stmt.pendingStats.get() as { n: number; oldest: number | null };
-    const d = this.stmt.deliveredStats.get() as { n: number; last: number | null };
-    return { pending: p.n, oldestPendingAt: p.oldest, delivered: d.n, lastDeliveryAt: d.last };
+  /**
+   * Sets a record aside: the broker refuses it (or drops the connection each time it is sent).
+   * It stays waiting, counted as parked, and is retried by parkRetryDelayMs; the rest flows.
+   * Returns when it will be retried.
+   */
+  park(seq: number, reason: string, now: number): number {
+    const count = (this.guard('reading a record', () => this.stmt.parkCount.get(seq)) as number | undefined) ?? 0;
+    const retryAt = now + parkRetryDelayMs(count + 1);
+    this.guard('parking a record', () =>
+      (this.db as Database.Database)
+        .transaction(() => {
+          if (this.stmt.park.run({ seq, now, reason: reason.slice(0, 500), retryAt }).changes > 0) this.stmt.count.run(1, 'parked');
+        })
+        .immediate(),
+    );
+    this.succeeded();
+    return retryAt;
   }
 
-  /** Deletes delivered records older than `before`; undelivered records are never pruned. */
-  prune(before: number): number {
-    try {
-      const n = this.stmt.prune.run(before).changes;
+  /** Parked records whose retry time has come go back to waiting; returns how many. */
+  unparkDue(now: number): number {
+    let n = 0;
+    this.guard('retrying parked records', () =>
+      (this.db as Database.Database)
+        .transaction(() => {
+          n = this.stmt.unparkDue.run(now).changes;
+          if (n > 0) this.stmt.count.run(-n, 'parked');
+        })
+        .immediate(),
+    );
+    if (n > 0) {
       this.succeeded();
-      return n;
-    } catch (err) {
-      throw this.failed(err, 'pruning delivered records');
+      this.emit('inserted', n);
     }
+    return n;
+  }
+
+  /** Makes every parked record due now (an operator's "try them again"); returns how many. */
+  retryParkedNow(now: number): number {
+    const n = this.guard('retrying parked records', () => this.stmt.retryAllParked.run(now).changes);
+    return n > 0 ? this.unparkDue(now) : 0;
+  }
+
+  /** When the next parked record is due, or null when none is parked. */
+  nextParkRetry(): number | null {
+    return this.guard('reading parked records', () => (this.stmt.nextRetry.get() as number | null) ?? null);
+  }
+
+  parked(limit = 100): ParkedRecord[] {
+    return this.guard('reading parked records', () => this.stmt.parked.all(limit) as ParkedRecord[]);
+  }
+
+  /** O(1) at any backlog: counters kept with the rows, and the oldest waiting by the seq index. */
+  stats(): OutboxStats {
+    if (!this.db) return { pending: 0, oldestPendingAt: null, parked: 0, delivered: 0, lastDeliveryAt: null };
+    return this.guard('reading the backlog', () => {
+      const c = Object.fromEntries((this.stmt.counters.all() as { name: string; value: number }[]).map((r) => [r.name, r.value]));
+      const pendingOldest = (this.stmt.oldestPending.get() as number | undefined) ?? null;
+      const parked = c['parked'] ?? 0;
+      const parkedOldest = parked > 0 ? ((this.stmt.oldestParked.get() as number | null) ?? null) : null;
+      const oldest = pendingOldest === null ? parkedOldest : parkedOldest === null ? pendingOldest : Math.min(pendingOldest, parkedOldest);
+      return {
+        pending: c['pending'] ?? 0,
+        oldestPendingAt: oldest,
+        parked,
+        delivered: c['delivered'] ?? 0,
+        lastDeliveryAt: c['last_delivery_at'] ? (c['last_delivery_at'] as number) : null,
+      };
+    });
+  }
+
+  /** Deletes at most `limit` delivered records older than `before`; undelivered records never. */
+  pruneBatch(before: number, limit: number): number {
+    let n = 0;
+    this.guard('pruning delivered records', () =>
+      (this.db as Database.Database)
+        .transaction(() => {
+          n = this.stmt.pruneBatch.run(before, limit).changes;
+          if (n > 0) this.stmt.count.run(-n, 'delivered');
+        })
+        .immediate(),
+    );
+    this.succeeded();
+    return n;
   }
 
   getState(key: string): string | undefined {
-    return this.stmt.getState.get(key) as string | undefined;
+    return this.guard('reading state', () => this.stmt.getState.get(key) as string | undefined);
   }
 
   /** Writes only when the value differs. */
   setState(key: string, value: string): void {
     if (this.getState(key) === value) return;
-    try {
-      this.stmt.setState.run(key, value);
-    } catch (err) {
-      throw this.failed(err, `saving ${key}`);
-    }
+    this.ensureFile(`saving ${key}`);
+    this.guard(`saving ${key}`, () => this.stmt.setState.run(key, value));
     this.succeeded();
   }
 
@@ -229,11 +458,14 @@ export class Outbox extends EventEmitter<OutboxEvents> {
 
   private failed(err: unknown, doing: string): StoreError {
     const e = storeError(err, doing);
-    if (this.writeFailure !== e.message) {
-      this.writeFailure = e.message;
-      this.emit('writable', false, e.message);
-    }
+    this.reportFailure(e.message);
     return e;
+  }
+
+  private reportFailure(message: string): void {
+    if (this.writeFailure === message) return;
+    this.writeFailure = message;
+    this.emit('writable', false, message);
   }
 
   private succeeded(): void {
@@ -250,8 +482,19 @@ export class Outbox extends EventEmitter<OutboxEvents> {
     const db = this.db;
     this.db = null;
     this.statements = null;
+    this.identity = null;
     if (db?.open) db.close();
   }
+}
+
+/** Counters from the rows themselves (after a recovery). */
+function recount(db: Database.Database): void {
+  const set = db.prepare('UPDATE counters SET value = ? WHERE name = ?');
+  const one = (sql: string): number => (db.prepare(sql).pluck().get() as number | null) ?? 0;
+  set.run(one('SELECT COUNT(*) FROM transactions WHERE delivered_at IS NULL'), 'pending');
+  set.run(one('SELECT COUNT(*) FROM transactions WHERE delivered_at IS NULL AND parked_at IS NOT NULL'), 'parked');
+  set.run(one('SELECT COUNT(*) FROM transactions WHERE delivered_at IS NOT NULL'), 'delivered');
+  set.run(one('SELECT COALESCE(MAX(delivered_at), 0) FROM transactions'), 'last_delivery_at');
 }
 
 /** Consecutive seqs as [first, last] runs: PUBACKs mostly come in order, so few statements. */
@@ -275,4 +518,15 @@ function dedupe(records: readonly TransactionRecord[]): TransactionRecord[] {
     seen.add(key);
     return true;
   });
+}
+
+/** Whether a stored record's text is what was stored: its checksum, or (older rows) that it is a JSON object. */
+export function recordIntact(rec: StoredRecord): boolean {
+  if (rec.crc !== null && rec.crc !== undefined) return crc32(rec.record) === rec.crc;
+  try {
+    const v: unknown = JSON.parse(rec.record);
+    return typeof v === 'object' && v !== null && !Array.isArray(v);
+  } catch {
+    return false;
+  }
 }

@@ -1,5 +1,9 @@
 import { VendorError } from './errors.js';
+import { JsonError, MAX_JSON_DEPTH, memberElements, parseVerbatim, scalarText, valueDepth } from './json.js';
 import type { ChairList, ChairReading, TransactionPage, TransactionRecord } from './vendor-api.js';
+
+/** Text fields of a chair (name, location, status...) are cut to this many characters. */
+export const MAX_TEXT_FIELD = 256;
 
 type Json = Record<string, unknown>;
 
@@ -27,6 +31,15 @@ export function unwrapEnvelope(body: unknown): unknown {
   return body['data'];
 }
 
+/** A body that is not JSON. */
+export function parseJsonText(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    throw badEnvelope('not JSON');
+  }
+}
+
 /** LeftMin/LeftSec: null, a number, or numeric text; anything else reads as null. */
 export function readNumberish(v: unknown): number | null {
   if (v === null || v === undefined) return null;
@@ -39,10 +52,15 @@ export function readNumberish(v: unknown): number | null {
   return null;
 }
 
+/** Text of a value as the vendor wrote it (a number keeps its digits); null when it is not a scalar. */
 function readText(v: unknown): string | null {
-  if (typeof v === 'string') return v;
-  if (typeof v === 'number' || typeof v === 'boolean') return String(v);
-  return null;
+  return scalarText(v);
+}
+
+/** A display field, bounded: a hostile vendor cannot make every chair state a megabyte. */
+function readShortText(v: unknown): string | null {
+  const t = scalarText(v);
+  return t === null || t.length <= MAX_TEXT_FIELD ? t : `${t.slice(0, MAX_TEXT_FIELD - 1)}…`;
 }
 
 function readBool(v: unknown): boolean {
@@ -54,19 +72,19 @@ function readBool(v: unknown): boolean {
 
 /** The live-state fields, from either the nested data object (list) or the flat status body. */
 function readState(deviceId: string, meta: Json, state: Json): ChairReading {
-  const status = readText(state['Status']);
+  const status = readShortText(state['Status']);
   if (status === null) throw badEnvelope(`chair ${deviceId} has no Status`);
   return {
     deviceId,
-    deviceCode: readText(meta['DeviceCode']),
-    deviceName: readText(meta['DeviceName']),
-    location: readText(meta['Location']),
+    deviceCode: readShortText(meta['DeviceCode']),
+    deviceName: readShortText(meta['DeviceName']),
+    location: readShortText(meta['Location']),
     status,
     seated: readBool(state['Seated']),
     leftMin: readNumberish(state['LeftMin']),
     leftSec: readNumberish(state['LeftSec']),
-    serverTime: readText(state['ServerTime']),
-    firmwareVersion: readText(state['FirmwareVersion']),
+    serverTime: readShortText(state['ServerTime']),
+    firmwareVersion: readShortText(state['FirmwareVersion']),
   };
 }
 
@@ -124,7 +142,36 @@ export function parseTransactionPage(data: unknown): TransactionPage {
   if (!Array.isArray(data)) throw badEnvelope('transaction list data is not an array');
   const page: TransactionPage = { records: [], rejected: [], size: data.length };
   data.forEach((element, index) => {
-    const parsed = parseTransaction(element);
+    const parsed = valueDepth(element, MAX_JSON_DEPTH) > MAX_JSON_DEPTH ? `nested deeper than ${MAX_JSON_DEPTH} levels` : parseTransaction(element);
+    if (typeof parsed === 'string') page.rejected.push({ index, problem: parsed });
+    else page.records.push(parsed);
+  });
+  return page;
+}
+
+/**
+ * The transaction list's body, every record's values verbatim. A record nested too deep for the
+ * tools that handle records is refused on its own; the rest of the page is read.
+ */
+export function parseTransactionListBody(text: string): TransactionPage {
+  try {
+    return parseTransactionPage(unwrapEnvelope(parseVerbatim(text, MAX_JSON_DEPTH + 2)));
+  } catch (err) {
+    if (!(err instanceof JsonError)) throw err;
+    if (err.code === 'JSON_INVALID') throw badEnvelope('not JSON');
+  }
+  // Some element is nested too deep: read the envelope plainly, then each element on its own.
+  const data = unwrapEnvelope(parseJsonText(text));
+  const elements = memberElements(text, 'data');
+  if (!Array.isArray(data) || elements === null || elements.length !== data.length) throw badEnvelope('transaction list data is not an array');
+  const page: TransactionPage = { records: [], rejected: [], size: elements.length };
+  elements.forEach((element, index) => {
+    let parsed: TransactionRecord | string;
+    try {
+      parsed = parseTransaction(parseVerbatim(element));
+    } catch (e) {
+      parsed = e instanceof JsonError ? e.message : 'unreadable';
+    }
     if (typeof parsed === 'string') page.rejected.push({ index, problem: parsed });
     else page.records.push(parsed);
   });

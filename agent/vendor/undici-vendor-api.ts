@@ -3,7 +3,7 @@ import type { Clock } from '../clock.js';
 import type { Logger } from '../logger.js';
 import { fullJitterDelay, parseRetryAfter } from '../core/backoff.js';
 import { VendorError } from './errors.js';
-import { parseChairList, parseChairStatus, parseTransactionPage, unwrapEnvelope } from './parse.js';
+import { parseChairList, parseChairStatus, parseJsonText, parseTransactionListBody, unwrapEnvelope } from './parse.js';
 import type { CallOptions, ChairList, ChairReading, TransactionPage, TransactionQuery, VendorApi } from './vendor-api.js';
 
 export type VendorEndpoint = 'lists' | 'status' | 'transactions' | 'control';
@@ -17,7 +17,7 @@ export interface VendorClientOptions {
   retries: number;
   backoffBaseMs?: number;
   backoffCapMs?: number;
-  /** Largest body read from the vendor. */
+  /** Largest body read from the vendor's list endpoints (chairs, transactions); status and control answers are small. */
   maxBodyBytes?: number;
   clock: Clock;
   logger: Logger;
@@ -65,13 +65,13 @@ export class UndiciVendorApi implements VendorApi {
   }
 
   async listChairs(options: CallOptions = {}): Promise<ChairList> {
-    const body = await this.get('lists', 'api/chair/lists', options);
-    return parseChairList(unwrapEnvelope(body));
+    const text = await this.get('lists', 'api/chair/lists', options);
+    return parseChairList(unwrapEnvelope(parseJsonText(text)));
   }
 
   async chairStatus(deviceId: string, options: CallOptions = {}): Promise<ChairReading> {
-    const body = await this.get('status', `api/chair/status/${encodeURIComponent(deviceId)}`, options);
-    return parseChairStatus(unwrapEnvelope(body), deviceId);
+    const text = await this.get('status', `api/chair/status/${encodeURIComponent(deviceId)}`, options);
+    return parseChairStatus(unwrapEnvelope(parseJsonText(text)), deviceId);
   }
 
   async listTransactions(query: TransactionQuery, options: CallOptions = {}): Promise<TransactionPage> {
@@ -82,15 +82,16 @@ export class UndiciVendorApi implements VendorApi {
       offset: String(query.offset),
       order: query.order,
     });
-    const body = await this.get('transactions', `api/chair/transactions?${qs.toString()}`, options);
-    return parseTransactionPage(unwrapEnvelope(body));
+    const text = await this.get('transactions', `api/chair/transactions?${qs.toString()}`, options);
+    return parseTransactionListBody(text);
   }
 
   async control(deviceId: string, minutes: number, options: CallOptions = {}): Promise<void> {
-    const body = await this.attempt('control', 'POST', 'api/chair/control', options.signal, {
+    const text = await this.attempt('control', 'POST', 'api/chair/control', options.signal, {
       DeviceId: deviceId,
       Time: String(minutes),
     });
+    const body = text.trim() === '' ? {} : parseJsonText(text);
     // The documented answer is {}; an envelope that says otherwise is a refusal.
     if (body && typeof body === 'object' && !Array.isArray(body) && 'status' in body) {
       const status = (body as { status: unknown }).status;
@@ -111,7 +112,7 @@ export class UndiciVendorApi implements VendorApi {
     if (this.ownsDispatcher) await this.dispatcher.destroy();
   }
 
-  private async get(endpoint: VendorEndpoint, path: string, options: CallOptions): Promise<unknown> {
+  private async get(endpoint: VendorEndpoint, path: string, options: CallOptions): Promise<string> {
     const retries = options.retries ?? this.opts.retries;
     for (let attempt = 0; ; attempt++) {
       try {
@@ -136,7 +137,7 @@ export class UndiciVendorApi implements VendorApi {
     path: string,
     stop: AbortSignal | undefined,
     json?: unknown,
-  ): Promise<unknown> {
+  ): Promise<string> {
     const url = new URL(path, this.origin);
     const started = this.opts.clock.now();
     const controller = new AbortController();
@@ -159,9 +160,9 @@ export class UndiciVendorApi implements VendorApi {
         headersTimeout: this.opts.timeoutMs,
         bodyTimeout: this.opts.timeoutMs,
       });
-      const text = await this.readBody(res.body);
+      const text = await this.readBody(res.body, endpoint);
       outcome = String(res.statusCode);
-      if (res.statusCode >= 200 && res.statusCode < 300) return parseJson(text, method === 'POST');
+      if (res.statusCode >= 200 && res.statusCode < 300) return text;
       throw statusError(endpoint, res.statusCode, res.headers['retry-after'], this.opts.clock.now());
     } catch (err) {
       const mapped = this.mapError(err, endpoint, controller.signal);
@@ -174,8 +175,8 @@ export class UndiciVendorApi implements VendorApi {
     }
   }
 
-  private async readBody(body: Dispatcher.ResponseData['body']): Promise<string> {
-    const max = this.opts.maxBodyBytes ?? 4 * 1024 * 1024;
+  private async readBody(body: Dispatcher.ResponseData['body'], endpoint: VendorEndpoint): Promise<string> {
+    const max = endpoint === 'lists' || endpoint === 'transactions' ? (this.opts.maxBodyBytes ?? 4 * 1024 * 1024) : SMALL_BODY_BYTES;
     const chunks: Buffer[] = [];
     let size = 0;
     for await (const chunk of body) {
@@ -218,14 +219,8 @@ export class UndiciVendorApi implements VendorApi {
   }
 }
 
-function parseJson(text: string, emptyIsOk: boolean): unknown {
-  if (text.trim() === '' && emptyIsOk) return {};
-  try {
-    return JSON.parse(text);
-  } catch {
-    throw new VendorError('VENDOR_BAD_ENVELOPE', 'vendor answered with a body that is not JSON');
-  }
-}
+/** A chair's status and the control answer are a few hundred bytes. */
+const SMALL_BODY_BYTES = 64 * 1024;
 
 function statusError(endpoint: VendorEndpoint, status: number, retryAfter: string | string[] | undefined, now: number): VendorError {
   if (status === 401 || status === 403) {

@@ -7,18 +7,32 @@ interface Pending {
   every?: number;
 }
 
-/** A clock that only moves when told to; timers fire in time order as it advances. */
+/**
+ * A clock that only moves when told to; timers fire in time order as it advances. Time passes on
+ * the monotonic clock; the wall clock follows it, plus whatever jumps a test makes (`jump`), as
+ * NTP makes on a Pi that booted with a stale time.
+ */
 export class FakeClock implements Clock {
   private t: number;
+  private wallOffset = 0;
   private seq = 0;
   private pending: Pending[] = [];
 
-  constructor(start = Date.UTC(2026, 10, 22, 5, 0, 0)) {
+  constructor(private readonly start = Date.UTC(2026, 10, 22, 5, 0, 0)) {
     this.t = start;
   }
 
   now(): number {
-    return this.t;
+    return this.t + this.wallOffset;
+  }
+
+  monotonic(): number {
+    return this.t - this.start;
+  }
+
+  /** The wall clock jumps by `ms` (negative: backwards); timers and the monotonic clock do not. */
+  jump(ms: number): void {
+    this.wallOffset += ms;
   }
 
   setTimeout(fn: () => void, ms: number): Timer {

@@ -66,3 +66,20 @@ export class Subscriber {
     await this.client.endAsync(true);
   }
 }
+
+/**
+ * Whether the broker holds a retained message on `topic`, without waiting for a timeout: a marker
+ * is published after the subscription is acknowledged, and the broker delivers the retained
+ * message (if any) before it.
+ */
+export async function retainedOn(url: string, topic: string): Promise<string | null> {
+  const marker = `${topic}/marker-${Math.random().toString(16).slice(2)}`;
+  const sub = await Subscriber.connect(url, [topic, marker]);
+  try {
+    await sub.client.publishAsync(marker, 'marker', { qos: 1 });
+    await sub.waitFor((m) => m.topic === marker, 'the marker');
+    return sub.messages.find((m) => m.topic === topic && m.retain)?.text ?? null;
+  } finally {
+    await sub.close();
+  }
+}

@@ -6,7 +6,7 @@ import type { TestBroker } from '../helpers/broker.js';
 import { testConfig } from '../helpers/config.js';
 import { startRig, type Rig } from '../helpers/rig.js';
 import { memoryLogger } from '../helpers/memory-logger.js';
-import { Subscriber } from '../helpers/subscriber.js';
+import { retainedOn, Subscriber } from '../helpers/subscriber.js';
 import { waitFor } from '../helpers/wait.js';
 
 let rig: Rig;
@@ -136,10 +136,11 @@ describe('buttons and LEDs through the sim driver', () => {
     const late = build(testConfig({ vendorUrl: sim.url, brokerUrl: broker.url }, { site: { id: 'retained' } }), { logger });
     const before = sim.requests.control;
     await late.start();
-    await waitFor(() => lines.find((l) => l.msg.startsWith('ignored a retained start command')), 'the retained command to be ignored');
+    await waitFor(() => lines.find((l) => l.msg === 'start command refused; no chair was started' && l['error'] === 'retained_command'), 'the retained command refused');
     expect(sim.requests.control).toBe(before);
+    // ...and cleared from the broker, so it is not replayed at the next reconnect.
+    await waitFor(async () => (await retainedOn(broker.url, 'chair-agent/retained/chairs/MC7003/start')) === null, 'no retained start command left');
     await late.stop();
-    await client.publishAsync('chair-agent/retained/chairs/MC7003/start', '', { qos: 1, retain: true });
     await client.endAsync();
   });
 

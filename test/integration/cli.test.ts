@@ -99,7 +99,7 @@ describe('the command line', () => {
 
     const health = await fetch(`http://127.0.0.1:${port}/healthz`);
     const body = (await health.json()) as { status: string; checks: Record<string, { ok: boolean }> };
-    expect(Object.keys(body.checks).sort()).toEqual(['broker', 'database', 'gpio', 'vendor']);
+    expect(Object.keys(body.checks).sort()).toEqual(['broker', 'clock', 'database', 'gpio', 'vendor']);
     expect(body.checks['vendor']?.ok).toBe(true);
     expect(body.checks['broker']?.ok).toBe(true);
 

@@ -41,6 +41,7 @@ function rig(site: string, url: string, dbPath = join(mkdtempSync(join(tmpdir(),
     keepaliveSeconds: 30,
     reconnectSeconds: 0.1,
     will: { topic: topics.bridgeState, payload: '{"state":"offline"}' },
+    clock: systemClock,
     logger: silentLogger(),
   });
   const publisher = new OutboxPublisher({
@@ -181,7 +182,7 @@ describe('outbox publisher', () => {
     await waitFor(() => r.publisher.inFlight === 7, 'a full window');
     expect(r.outbox.stats().pending).toBe(30);
     proxy.swallowReplies = false;
-    proxy.cutAll(); // the lost PUBACKs are recovered by mqtt.js re-sending after reconnect
+    proxy.cutAll(); // the lost PUBACKs: the publisher sends those records again after the reconnect
     await waitFor(() => r.outbox.stats().pending === 0, 'all delivered');
     await r.stop();
     await proxy.stop();

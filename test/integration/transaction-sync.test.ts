@@ -11,6 +11,8 @@ import type { Scheduler } from '../../agent/scheduler.js';
 import { Simulator } from '../../agent/simulator/simulator.js';
 import { Outbox } from '../../agent/store/outbox.js';
 import { UndiciVendorApi } from '../../agent/vendor/undici-vendor-api.js';
+import { VendorClock } from '../../agent/core/vendor-clock.js';
+import { instantToNaive, parseNaive } from '../../agent/core/vendor-time.js';
 
 const KEY = 'sync-key';
 let sim: Simulator;
@@ -28,6 +30,7 @@ function setup(settings: Partial<SyncSettings> = {}, path?: string) {
     outbox,
     scheduler: manual,
     clock: systemClock,
+    vendorClock: new VendorClock(),
     logger: silentLogger(),
     health: new Health(systemClock),
     metrics: new Metrics({ defaultMetrics: false }),
@@ -67,7 +70,8 @@ describe('transaction sync', () => {
     const ids = t.outbox.pending(0, 1000).map((r) => r.transactionId);
     expect(new Set(ids).size).toBe(450);
     expect(ids).toEqual([...ids].sort()); // stored in the vendor's chronological order
-    expect(Number(t.outbox.getState(CURSOR_KEY))).toBeGreaterThan(Date.now() - 60_000);
+    // The cursor is the vendor's wall time ("YYYY-MM-DD HH:MM:SS"), here the simulator's Bangkok time.
+    expect(parseNaive(t.outbox.getState(CURSOR_KEY) ?? '')).toBeGreaterThan(instantToNaive(Date.now() - 60_000, 'Asia/Bangkok'));
     await t.close();
   });
 

@@ -1,3 +1,4 @@
+import { MIGRATIONS } from '../../agent/store/migrations.js';
 import { mkdtempSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -49,7 +50,7 @@ describe('outbox store', () => {
     outbox.insert([1, 2, 3].map(() => asRecord(vendorRecord())), 'poll', 5_000);
     const [a, b] = outbox.pending(0, 10);
     outbox.markDelivered([a!.seq, b!.seq], 9_000);
-    expect(outbox.stats()).toEqual({ pending: 1, oldestPendingAt: 5_000, delivered: 2, lastDeliveryAt: 9_000 });
+    expect(outbox.stats()).toEqual({ pending: 1, oldestPendingAt: 5_000, parked: 0, delivered: 2, lastDeliveryAt: 9_000 });
     expect(outbox.pending(0, 10)).toHaveLength(1);
     expect(outbox.pending(b!.seq, 10).map((r) => r.seq)).toEqual([b!.seq + 1]);
     outbox.close();
@@ -76,7 +77,7 @@ describe('outbox store', () => {
     outbox.insert([asRecord(vendorRecord())], 'poll', 1);
     outbox.close();
     const raw = new Database(path);
-    expect(raw.pragma('user_version', { simple: true })).toBe(1);
+    expect(raw.pragma('user_version', { simple: true })).toBe(MIGRATIONS.length);
     expect(raw.pragma('journal_mode', { simple: true })).toBe('wal');
     raw.close();
     const again = new Outbox({ path });
@@ -101,9 +102,9 @@ describe('outbox store', () => {
     const [old, recent] = outbox.pending(0, 10);
     outbox.markDelivered([old!.seq], 1_000);
     outbox.markDelivered([recent!.seq], 50_000);
-    expect(outbox.prune(10_000)).toBe(1);
+    expect(outbox.pruneBatch(10_000, 100)).toBe(1);
     expect(outbox.stats()).toMatchObject({ pending: 1, delivered: 1 });
-    expect(outbox.prune(Number.MAX_SAFE_INTEGER)).toBe(1);
+    expect(outbox.pruneBatch(Number.MAX_SAFE_INTEGER, 100)).toBe(1);
     expect(outbox.stats()).toMatchObject({ pending: 1, delivered: 0 });
     outbox.close();
   });
@@ -130,7 +131,7 @@ describe('outbox store', () => {
 
     const all = outbox.pending(0, 10_000).map((r) => r.seq);
     outbox.markDelivered(all, 1);
-    outbox.prune(2);
+    while (outbox.pruneBatch(2, 1000) > 0);
     expect(outbox.insert([asRecord(vendorRecord())], 'webhook', 5)).toBe(1);
     expect(events.at(-1)).toEqual([true, 'writable']);
     outbox.close();

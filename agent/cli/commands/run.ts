@@ -10,10 +10,11 @@ import { secretValues } from '../secrets.js';
 import { serviceNotifier } from '../../systemd-notify.js';
 import { within } from '../../clock.js';
 import type { Agent } from '../../build.js';
+import { CHECK_NAMES } from '../../health.js';
 
 /** The one-line STATUS= for `systemctl status`. */
 function statusLine(agent: Agent): string {
-  const failing = (['vendor', 'broker', 'database', 'gpio'] as const).filter((n) => !agent.health.get(n).ok);
+  const failing = CHECK_NAMES.filter((n) => !agent.health.get(n).ok);
   const chairs = agent.registry.views().filter((v) => v.online).length;
   return failing.length === 0 ? `ok: ${chairs} chair(s) online` : `degraded: ${failing.map((n) => `${n}: ${agent.health.get(n).detail}`).join('; ')}`;
 }

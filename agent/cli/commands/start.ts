@@ -28,7 +28,7 @@ export async function startCommand(args: ParsedArgs, ctx: CommandContext): Promi
   try {
     try {
       const list = await vendor.listChairs();
-      registry.applyList(list.chairs, clock.now());
+      registry.applyList(list.chairs, clock.monotonic());
     } catch (err) {
       const message = `cannot read the chair list: ${errorMessage(err)}`;
       ctx.stdout(json ? `${JSON.stringify({ status: 'error', deviceId, error: 'vendor_unreachable', message })}\n` : `${deviceId}: not started: ${message}\n`);
