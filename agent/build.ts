@@ -208,6 +208,7 @@ export function build(config: Config, deps: AgentDeps): Agent {
     siteId: config.site.id,
     timeZone: config.site.timezone,
     maxInflight: config.mqtt.maxInflight,
+    ackTimeoutMs: config.mqtt.ackTimeoutSeconds * 1000,
   });
   const retention = new Retention({ outbox, scheduler, clock, logger: child('retention'), retentionDays: config.storage.retentionDays });
   const sources = { config, clock, health, registry, broker, outbox, inFlight: () => publisher.inFlight };

@@ -22,7 +22,7 @@ const PER_VERB = {
   check: {},
   doctor: {},
   start: { minutes: { type: 'string', short: 'm' }, json: { type: 'boolean' } },
-  outbox: { json: { type: 'boolean' } },
+  outbox: { json: { type: 'boolean' }, parked: { type: 'boolean' }, 'retry-parked': { type: 'boolean' } },
   secrets: {},
   simulate: {
     port: { type: 'string', short: 'p' },

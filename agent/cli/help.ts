@@ -39,10 +39,13 @@ with the key, broker reachable, GPIO lines accessible. Exits 0 when all pass, 1 
 Starts a chair through the same code path its button uses (the same checks, one control call,
 confirmation by the chair's status) and prints the outcome. Exits 0 when the chair started.
 `,
-  outbox: `Usage: chair-agent outbox [--json] [--config FILE]
+  outbox: `Usage: chair-agent outbox [--json] [--parked] [--retry-parked] [--config FILE]
 
-Prints the transaction backlog: records waiting for the broker, the oldest waiting, records
-delivered, the last delivery. Reads the database of storage.path; safe while the agent runs.
+Prints the transaction backlog: records waiting for the broker (and how many of them are parked:
+refused by the broker, set aside and retried later), the oldest waiting, records delivered, the
+last delivery. --parked lists the parked records with the reason and the next retry;
+--retry-parked makes them due now (the running agent sends them within 10 minutes).
+Reads the database of storage.path; safe while the agent runs.
 `,
   secrets: `Usage: chair-agent secrets set NAME | unset NAME | list [--config FILE]
 

@@ -28,6 +28,12 @@ export interface PublisherDeps {
   maxInflight: number;
   /** Acknowledged records are marked delivered in batches at most this often. */
   flushIntervalMs?: number;
+  /**
+   * A record still unacknowledged this long after it was sent, while later ones were acknowledged,
+   * was dropped by the broker (Mosquitto drops an MQTT 5 message over message_size_limit without
+   * a PUBACK; acknowledgements come in order, so it will not come).
+   */
+  ackTimeoutMs?: number;
 }
 
 /** The record as published: the vendor's fields verbatim, plus one object `agent`. */
@@ -61,6 +67,12 @@ export class OutboxPublisher implements Component {
   readonly name = 'outbox-publisher';
   private running = false;
   private readonly inflight = new Map<number, StoredRecord>();
+  /** When each record in flight was sent (monotonic), and when the last PUBACK came. */
+  private readonly sentAt = new Map<number, number>();
+  private lastAckAt = -Infinity;
+  private ackCheck: Timer | null = null;
+  /** Records given up as dropped by the broker while mqtt.js still waits for them. */
+  private readonly abandoned = new Set<number>();
   /** Read ahead of the window, so the database is read in batches rather than per record. */
   private queue: StoredRecord[] = [];
   private queueAt = 0;
@@ -99,6 +111,8 @@ export class OutboxPublisher implements Component {
     this.retryTimer = null;
     this.parkedTimer?.cancel();
     this.parkedTimer = null;
+    this.ackCheck?.cancel();
+    this.ackCheck = null;
     if (this.inflight.size > 0 && this.deps.broker.connected) {
       // Give PUBACKs already on their way a moment, so they need not be sent again next start.
       await new Promise<void>((resolve) => {
@@ -203,6 +217,8 @@ export class OutboxPublisher implements Component {
       return;
     }
     this.inflight.set(rec.seq, rec);
+    this.sentAt.set(rec.seq, this.deps.clock.monotonic());
+    this.armAckCheck();
     broker.publish(topic, payload, { qos: 1 }).then(
       () => this.onAck(rec.seq),
       (err: unknown) => this.onFail(rec, err),
@@ -210,7 +226,10 @@ export class OutboxPublisher implements Component {
   }
 
   private onAck(seq: number): void {
+    if (this.abandoned.delete(seq)) return; // parked already; its retry sends it again
     this.inflight.delete(seq);
+    this.lastAckAt = this.sentAt.get(seq) ?? this.lastAckAt;
+    this.sentAt.delete(seq);
     this.suspects.delete(seq);
     this.failures = 0;
     this.acked.add(seq);
@@ -221,6 +240,28 @@ export class OutboxPublisher implements Component {
     this.pump();
   }
 
+  /** Looks for records the broker passed over while acknowledging later ones. */
+  private armAckCheck(): void {
+    if (this.ackCheck || !this.running) return;
+    const timeout = this.deps.ackTimeoutMs ?? 10_000;
+    this.ackCheck = this.deps.clock.setTimeout(() => {
+      this.ackCheck = null;
+      const now = this.deps.clock.monotonic();
+      for (const [seq, at] of [...this.sentAt]) {
+        // Sent before the last acknowledged record, and long enough ago: the broker dropped it.
+        if (at < this.lastAckAt && now - at >= timeout) {
+          const rec = this.inflight.get(seq);
+          this.inflight.delete(seq);
+          this.sentAt.delete(seq);
+          this.abandoned.add(seq);
+          if (rec) this.park(rec, `the broker acknowledged later records but never this one: it dropped it (a size limit such as message_size_limit?)`);
+        }
+      }
+      if (this.sentAt.size > 0) this.armAckCheck();
+      this.pump();
+    }, Math.max(100, timeout / 2));
+  }
+
   /** The connection ended: what was in flight is suspect; one alone in flight gets a strike. */
   private connectionLost(): void {
     const alone = this.inflight.size === 1 ? (this.inflight.keys().next().value as number) : null;
@@ -228,12 +269,16 @@ export class OutboxPublisher implements Component {
       const strikes = (this.suspects.get(seq) ?? 0) + (seq === alone ? 1 : 0);
       this.suspects.set(seq, strikes);
     }
+    this.sentAt.clear();
+    this.lastAckAt = -Infinity;
     // Their rejections (disconnected) follow; the next connect reads from the oldest again.
     this.rescan();
   }
 
   private onFail(rec: StoredRecord, err: unknown): void {
+    if (this.abandoned.delete(rec.seq)) return;
     this.inflight.delete(rec.seq);
+    this.sentAt.delete(rec.seq);
     if (this.inflight.size === 0) this.drained?.();
     if (!this.running) return;
     if (err instanceof BrokerError && err.kind === 'disconnected') {

@@ -117,6 +117,10 @@ const mqtt = z.strictObject({
   keepaliveSeconds: z.number().int().min(5).max(3600).default(30),
   reconnectSeconds: positive.max(300).default(2),
   maxInflight: z.number().int().min(1).max(1000).default(100).describe('Transactions awaiting PUBACK at once'),
+  ackTimeoutSeconds: positive
+    .max(600)
+    .default(10)
+    .describe('A transaction unacknowledged this long while later ones were acknowledged was dropped by the broker: it is parked'),
 });
 
 const storage = z.strictObject({

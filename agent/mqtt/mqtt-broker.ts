@@ -103,6 +103,9 @@ export class MqttBroker extends EventEmitter<BrokerEvents> implements Broker {
       // The same refusal comes back at every attempt; say it once.
       if (text !== this.lastError) o.logger.warn({ broker: this.description, err: text }, 'broker connection error');
       this.lastError = text;
+      // An error on an open connection (a packet the parser refuses, such as a PUBACK reason code
+      // MQTT does not allow there) leaves it unusable: close it now rather than at the keepalive.
+      if (client.connected) (client.stream as { destroy?: () => void } | undefined)?.destroy?.();
     });
     client.on('message', (topic, payload, packet) => {
       const msg: InboundMessage = { topic, payload, retained: packet.retain === true };
@@ -148,8 +151,10 @@ export class MqttBroker extends EventEmitter<BrokerEvents> implements Broker {
         else if (typeof (err as { code?: unknown }).code === 'number') {
           const code = (err as unknown as { code: number }).code;
           reject(new BrokerError('refused', `${errorMessage(err)} (reason code 0x${code.toString(16)})`, code));
-        } else if (!client.connected) reject(new BrokerError('disconnected', errorMessage(err)));
-        else reject(new BrokerError('invalid', errorMessage(err)));
+        } else {
+          // mqtt.js fails what it was sending when the connection goes ("Connection closed").
+          reject(new BrokerError('disconnected', errorMessage(err)));
+        }
       });
     });
   }

@@ -24,13 +24,18 @@ function mustEscape(cp: number): boolean {
   );
 }
 
+/** Characters a topic name someone else gives (a response topic) must not have: as above, but / and % are fine. */
+function forbiddenInTopic(cp: number): boolean {
+  return cp !== 0x25 && cp !== 0x2f && mustEscape(cp);
+}
+
 const hex = (b: number): string => `%${b.toString(16).toUpperCase().padStart(2, '0')}`;
 
 /**
  * Every topic the agent uses, from B = baseTopic/siteId.
  *
  * The rule for a DeviceId as a topic level (README, "Topic levels"): each character above is
- * written as its UTF-8 bytes in %XX form (a lone surrogate as U+FFFD, %EF%BF%BD); an empty id is
+ * written as its UTF-8 bytes in %XX form, and a lone surrogate (no UTF-8 form) as U+FFFD; an empty id is
  * "%00"; a level still longer than 200 bytes keeps its first 180 bytes (whole characters) and
  * ends in "~" and the first 16 hex digits of the SHA-256 of the DeviceId. Every other character,
  * any script, is kept. The DeviceId itself is always in the payload, verbatim.
@@ -48,7 +53,7 @@ export class Topics {
     for (const ch of deviceId) {
       const cp = ch.codePointAt(0) as number;
       if (!mustEscape(cp)) out += ch;
-      else if (cp >= 0xd800 && cp <= 0xdfff) out += '%EF%BF%BD';
+      else if (cp >= 0xd800 && cp <= 0xdfff) out += '\ufffd';
       else for (const b of Buffer.from(ch, 'utf8')) out += hex(b);
     }
     if (Buffer.byteLength(out, 'utf8') <= MAX_LEVEL_BYTES) return out;
@@ -131,7 +136,7 @@ export function topicNameProblem(topic: string): string | null {
   if (Buffer.byteLength(topic, 'utf8') > 65_535) return 'it is longer than 65,535 bytes';
   for (const ch of topic) {
     const cp = ch.codePointAt(0) as number;
-    if (cp !== 0x25 && cp !== 0x2f && mustEscape(cp)) return 'it has a control character, a noncharacter or a lone surrogate';
+    if (forbiddenInTopic(cp)) return 'it has a control character, a noncharacter or a lone surrogate';
   }
   return null;
 }

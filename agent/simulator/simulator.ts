@@ -23,6 +23,8 @@ export interface SimulatorOptions {
   logger?: Logger;
   /** Called as each API request arrives, before any fault or answer (benchmarks time it). */
   onRequest?: (endpoint: SimEndpoint) => void;
+  /** The most records one transaction-list request returns, whatever `limit` asks (a vendor's silent cap). */
+  maxLimit?: number;
 }
 
 export const SIM_DEFAULT_API_KEY = 'sim-api-key';
@@ -217,7 +219,7 @@ export class Simulator {
     if (from === undefined || to === undefined) {
       return sendJson(res, 400, { status: 'error', code: 400, message: 'from/to not understood' });
     }
-    const limit = Math.min(MAX_LIMIT, Math.max(1, Number(q.get('limit') ?? 20) || 20));
+    const limit = Math.min(this.opts.maxLimit ?? MAX_LIMIT, Math.max(1, Number(q.get('limit') ?? 20) || 20));
     const offset = Math.max(0, Number(q.get('offset') ?? 0) || 0);
     const data = this.model.queryTransactions(from, to, q.get('order') ?? 'chronological', offset, limit);
     sendJson(res, 200, { status: 'success', code: 200, data });

@@ -29,6 +29,8 @@ export function mosquittoPath(): string | null {
 export interface BrokerOptions {
   /** Mosquitto's set_tcp_nodelay: PUBACKs are not held back by Nagle's algorithm. */
   tcpNoDelay?: boolean;
+  /** More mosquitto.conf lines (message_size_limit, acl_file...); Mosquitto only. */
+  extra?: string;
 }
 
 /** A real broker on a free loopback port: Mosquitto when installed, else aedes in-process. */
@@ -41,7 +43,10 @@ export async function startBroker(options: BrokerOptions = {}): Promise<TestBrok
 async function startMosquitto(bin: string, port: number, options: BrokerOptions): Promise<TestBroker> {
   const dir = mkdtempSync(join(tmpdir(), 'mosq-'));
   const conf = join(dir, 'mosquitto.conf');
-  writeFileSync(conf, `listener ${port} 127.0.0.1\nallow_anonymous true\npersistence false\nmax_queued_messages 100000\n${options.tcpNoDelay ? 'set_tcp_nodelay true\n' : ''}`);
+  writeFileSync(
+    conf,
+    `listener ${port} 127.0.0.1\nallow_anonymous true\npersistence false\nmax_queued_messages 100000\n${options.tcpNoDelay ? 'set_tcp_nodelay true\n' : ''}${options.extra ?? ''}`,
+  );
   let child: ChildProcess | null = null;
   const launch = async (): Promise<void> => {
     child = spawn(bin, ['-c', conf], { stdio: 'ignore' });
