@@ -1,0 +1,146 @@
+import { connect, type Socket } from 'node:net';
+import mqtt from 'mqtt';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { signBody } from '../../agent/http/sign.js';
+import { TEST_SECRET } from '../helpers/config.js';
+import { startRig, type Rig } from '../helpers/rig.js';
+import { retainedOn, Subscriber } from '../helpers/subscriber.js';
+import { waitFor } from '../helpers/wait.js';
+
+const B = 'chair-agent/clients';
+
+describe('start commands that could hurt the agent', () => {
+  let rig: Rig;
+  let client: mqtt.MqttClient;
+  let sub: Subscriber;
+  beforeAll(async () => {
+    rig = await startRig({ site: 'clients', chairs: 3 });
+    await waitFor(() => rig.agent.registry.view('MC7001')?.online, 'chairs online');
+    client = await mqtt.connectAsync(rig.broker.url, { protocolVersion: rig.broker.mqtt5 ? 5 : 4 });
+    sub = await Subscriber.connect(rig.broker.url, [`${B}/#`, 'elsewhere/#'], { protocolVersion: rig.broker.mqtt5 ? 5 : 4 });
+  });
+  afterAll(async () => {
+    await sub.close();
+    await client.endAsync();
+    await rig.close();
+  });
+
+  /** The agent's connection has not dropped since start: one online, no reconnect. */
+  const neverDropped = (): void => {
+    expect(rig.lines.filter((l) => l.msg === 'connected to the broker')).toHaveLength(1);
+    expect(rig.agent.broker.connected).toBe(true);
+  };
+
+  it('refuses a response topic with a wildcard or inside its own topics, without publishing there', async () => {
+    if (!rig.broker.mqtt5) return;
+    const before = rig.sim.requests.control;
+    // Mosquitto forwards these; one with a control character never reaches the agent (Mosquitto drops its sender).
+    for (const responseTopic of ['replies/#', 'replies/+/x', `${B}/transactions/MC7001`, `${B}/bridge/state`, '$SYS/x']) {
+      const mark = sub.mark();
+      await client.publishAsync(`${B}/chairs/MC7001/start`, '{"transaction":"t1"}', { qos: 1, properties: { responseTopic, correlationData: Buffer.from('c1') } });
+      const answer = await sub.waitFor((m) => m.topic === `${B}/chairs/MC7001/start/response`, `the answer for ${JSON.stringify(responseTopic)}`, mark);
+      expect(JSON.parse(answer.text)).toEqual({ status: 'error', error: 'invalid_response_topic', transaction: 't1' });
+    }
+    expect(rig.sim.requests.control).toBe(before);
+    expect(sub.messages.filter((m) => m.topic.startsWith(`${B}/transactions/`) || m.topic === `${B}/bridge/state` && m.text !== '{"state":"online"}')).toEqual([]);
+    neverDropped();
+    // A valid response topic outside its namespace still gets the answer with the correlation data.
+    const mark = sub.mark();
+    await client.publishAsync(`${B}/chairs/MC7002/start`, '{"transaction":"t2","minutes":1}', { qos: 1, properties: { responseTopic: 'elsewhere/pos-1', correlationData: Buffer.from('c2') } });
+    const reply = await sub.waitFor((m) => m.topic === 'elsewhere/pos-1', 'the answer on the response topic', mark);
+    expect(JSON.parse(reply.text)).toEqual({ status: 'ok', transaction: 't2' });
+    expect(reply.properties?.correlationData?.toString()).toBe('c2');
+  });
+
+  it('does nothing for a zero-byte payload (how a retained message is cleared)', async () => {
+    const before = rig.sim.requests.control;
+    const mark = sub.mark();
+    await client.publishAsync(`${B}/chairs/MC7003/start`, '', { qos: 1 });
+    // A later command is answered; nothing came for the empty one.
+    await client.publishAsync(`${B}/chairs/UNKNOWN/start`, '{}', { qos: 1 });
+    await sub.waitFor((m) => m.topic.includes('UNKNOWN/start/response'), 'the later answer', mark);
+    expect(sub.messages.slice(mark).filter((m) => m.topic === `${B}/chairs/MC7003/start/response`)).toEqual([]);
+    expect(rig.sim.requests.control).toBe(before);
+  });
+
+  it('refuses a retained command delivered live (Retain As Published), answers it, and clears it', async () => {
+    if (!rig.broker.mqtt5) return;
+    const before = rig.sim.requests.control;
+    const mark = sub.mark();
+    await client.publishAsync(`${B}/chairs/MC7003/start`, '{"transaction":"kept"}', { qos: 1, retain: true });
+    const answer = await sub.waitFor((m) => m.topic === `${B}/chairs/MC7003/start/response`, 'the refusal', mark);
+    expect(JSON.parse(answer.text)).toEqual({ status: 'error', error: 'retained_command', transaction: 'kept' });
+    await waitFor(async () => (await retainedOn(rig.broker.url, `${B}/chairs/MC7003/start`)) === null, 'the retained command cleared');
+    expect(rig.sim.requests.control).toBe(before);
+  });
+
+  it('refuses a command over 4 KiB without parsing it, and ignores one too large for the agent (MQTT 5 maximum packet size), staying connected', async () => {
+    const before = rig.sim.requests.control;
+    const mark = sub.mark();
+    await client.publishAsync(`${B}/chairs/MC7003/start`, JSON.stringify({ minutes: 1, pad: 'x'.repeat(5000) }), { qos: 1 });
+    const answer = await sub.waitFor((m) => m.topic === `${B}/chairs/MC7003/start/response`, 'the refusal', mark);
+    expect(JSON.parse(answer.text)).toEqual({ status: 'error', error: 'invalid_payload' });
+    if (rig.broker.mqtt5) {
+      // 20 MB: the broker does not even send it to the agent (it asked for at most 256 KiB).
+      let largest = 0;
+      const seen = (m: { payload: Buffer }): void => void (largest = Math.max(largest, m.payload.length));
+      rig.agent.broker.on('message', seen);
+      await client.publishAsync(`${B}/chairs/MC7003/start`, Buffer.alloc(20 * 1024 * 1024, 0x20), { qos: 1 });
+      const after = sub.mark();
+      await client.publishAsync(`${B}/chairs/UNKNOWN/start`, '{}', { qos: 1 });
+      await sub.waitFor((m) => m.topic.includes('UNKNOWN/start/response'), 'a later answer', after);
+      rig.agent.broker.off('message', seen);
+      expect(largest).toBeLessThan(256 * 1024);
+    }
+    expect(rig.sim.requests.control).toBe(before);
+    neverDropped();
+  });
+});
+
+describe('HTTP clients that could starve the webhook', () => {
+  let rig: Rig;
+  beforeAll(async () => {
+    rig = await startRig({ site: 'http', sections: { http: { idleTimeoutSeconds: 0.5, maxConnections: 16 } } });
+  });
+  afterAll(() => rig.close());
+
+  it('closes connections that never send a byte, caps open connections, and the webhook is served after', async () => {
+    const port = rig.agent.http.address().port;
+    const sockets: Socket[] = [];
+    const closed: Promise<void>[] = [];
+    for (let i = 0; i < 100; i++) {
+      const s = connect(port, '127.0.0.1');
+      s.on('error', () => undefined);
+      sockets.push(s);
+      closed.push(new Promise((resolve) => s.once('close', () => resolve())));
+    }
+    await Promise.all(closed); // every one is closed by the agent: over the cap at once, the rest when idle
+    const body = JSON.stringify({ TransactionId: 'after-silence', Status: 'playing', DeviceId: 'MC7001' });
+    const res = await fetch(`${rig.base}/vendor/webhook`, { method: 'POST', headers: { 'x-vendor-signature': signBody(body, TEST_SECRET) }, body });
+    expect(res.status).toBe(200);
+    const dropped = rig.lines.filter((l) => l['what'] === 'http' && l['status'] === 'dropped');
+    expect(dropped.length).toBe(1); // the first one is logged; the rest are summed up later
+    const metrics = await (await fetch(`${rig.base}/metrics`)).text();
+    expect(Number(/^chair_agent_refused_requests_total\{what="http",status="dropped"\} (\d+)$/m.exec(metrics)?.[1])).toBeGreaterThanOrEqual(84);
+  });
+
+  it('2000 bad signatures make one log line, then a summary, and are all counted', async () => {
+    const before = rig.lines.length;
+    for (let i = 0; i < 2000; i += 8) {
+      await Promise.all(
+        Array.from({ length: 8 }, async () => {
+          const res = await fetch(`${rig.base}/vendor/webhook`, { method: 'POST', headers: { 'x-vendor-signature': 'bad' }, body: '{}' });
+          await res.body?.cancel();
+          expect(res.status).toBe(401);
+        }),
+      );
+    }
+    const lines = rig.lines.slice(before).filter((l) => l['what'] === 'webhook');
+    expect(lines).toHaveLength(1);
+    rig.agent.http.refusals.stop(); // what the minute timer does: the summary
+    const summary = rig.lines.slice(before).find((l) => /^refused \d+ more request\(s\)/.test(l.msg));
+    expect((summary?.['refused'] as Record<string, number>)['webhook 401']).toBe(1999);
+    const metrics = await (await fetch(`${rig.base}/metrics`)).text();
+    expect(metrics).toMatch(/^chair_agent_refused_requests_total\{what="webhook",status="401"\} 2000$/m);
+  });
+});
