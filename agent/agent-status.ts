@@ -8,6 +8,7 @@ import type { Metrics } from './metrics.js';
 import type { Broker } from './mqtt/broker.js';
 import type { Outbox, OutboxStats } from './store/outbox.js';
 import { agentVersion } from './version.js';
+import { errorMessage } from './errors.js';
 
 export interface StatusSources {
   config: Config;
@@ -21,7 +22,13 @@ export interface StatusSources {
 
 /** The backlog figures, times in ISO 8601 with the site's offset. */
 export function backlogFigures(s: Pick<StatusSources, 'outbox' | 'config'>): Record<string, unknown> {
-  const st = s.outbox.stats();
+  let st: OutboxStats;
+  try {
+    st = s.outbox.stats();
+  } catch (err) {
+    // The database reports itself (health); the rest of bridge/info still goes out.
+    return { error: errorMessage(err) };
+  }
   const iso = (t: number | null): string | null => (t === null ? null : formatIsoWithOffset(t, s.config.site.timezone));
   return { pending: st.pending, parked: st.parked, oldestPendingAt: iso(st.oldestPendingAt), delivered: st.delivered, lastDeliveryAt: iso(st.lastDeliveryAt) };
 }
@@ -50,9 +57,17 @@ export function registerGauges(metrics: Metrics, s: StatusSources): void {
   const { health, registry, broker, clock } = s;
   // The four backlog gauges are read in one scrape: one stats query serves them all.
   let cached: { at: number; stats: OutboxStats } | null = null;
+  const none: OutboxStats = { pending: 0, oldestPendingAt: null, parked: 0, delivered: 0, lastDeliveryAt: null };
   const stats = (): OutboxStats => {
-    const now = clock.now();
-    if (!cached || now - cached.at > 1_000) cached = { at: now, stats: s.outbox.stats() };
+    const now = clock.monotonic();
+    if (!cached || now - cached.at > 1_000) {
+      try {
+        cached = { at: now, stats: s.outbox.stats() };
+      } catch {
+        // A damaged database shows in chair_agent_database_writable; the scrape still answers.
+        cached = { at: now, stats: none };
+      }
+    }
     return cached.stats;
   };
   metrics.gauge('chair_agent_up', 'Always 1 while the agent runs', () => 1);

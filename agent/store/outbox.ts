@@ -102,6 +102,7 @@ export class Outbox extends EventEmitter<OutboxEvents> {
   private db: Database.Database | null = null;
   private statements: ReturnType<Outbox['prepare']> | null = null;
   private writeFailure: string | null = null;
+  private failureCode: StoreErrorCode | null = null;
   private identity: { dev: number; ino: number } | null = null;
 
   constructor(private readonly opts: OutboxOptions) {
@@ -235,7 +236,7 @@ export class Outbox extends EventEmitter<OutboxEvents> {
       moved = this.recreate();
     } catch (err) {
       const e = new StoreError('STORE_GONE', `the database file ${this.opts.path} was ${what} while running and cannot be recreated (${errorMessage(err)}) while ${doing}`, err);
-      this.reportFailure(e.message);
+      this.reportFailure(e.code, e.message);
       throw e;
     }
     this.emit('recovered', moved);
@@ -458,19 +459,22 @@ export class Outbox extends EventEmitter<OutboxEvents> {
 
   private failed(err: unknown, doing: string): StoreError {
     const e = storeError(err, doing);
-    this.reportFailure(e.message);
+    this.reportFailure(e.code, e.message);
     return e;
   }
 
-  private reportFailure(message: string): void {
-    if (this.writeFailure === message) return;
+  /** Reported once per kind of failure: a damaged file fails every use, each "while" something else. */
+  private reportFailure(code: StoreErrorCode, message: string): void {
     this.writeFailure = message;
+    if (this.failureCode === code) return;
+    this.failureCode = code;
     this.emit('writable', false, message);
   }
 
   private succeeded(): void {
     if (this.writeFailure === null) return;
     this.writeFailure = null;
+    this.failureCode = null;
     this.emit('writable', true, 'writable');
   }
 

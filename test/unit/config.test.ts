@@ -106,6 +106,21 @@ describe('configuration', () => {
     expect(printed).toContain('url: mqtt://user:********@broker:1883');
   });
 
+  it('masks a password inside vendor.baseUrl in check output, and in the error that rejects such a URL', () => {
+    const loaded = parseConfig(withSections('vendor: {baseUrl: "https://agent:url-pass-321@api.vendor.example", apiKey: k-1}'), 'c.yaml', { env: {} });
+    const printed = maskedConfigYaml(loaded.config, loaded.secretSources);
+    expect(printed).not.toContain('url-pass-321');
+    expect(printed).toContain('baseUrl: https://agent:********@api.vendor.example/');
+    let problems: readonly string[] = [];
+    try {
+      parseConfig(withSections('vendor: {baseUrl: "ftp://agent:url-pass-654@api.vendor.example", apiKey: k-1}'), 'c.yaml', { env: {} });
+    } catch (err) {
+      problems = (err as ConfigError).problems;
+    }
+    expect(problems.join('\n')).toContain('vendor.baseUrl: must be an http:// or https:// URL (got text "ftp://agent:********@api.vendor.example")');
+    expect(problems.join('\n')).not.toContain('url-pass-654');
+  });
+
   it('accepts the example config once its secrets are given', () => {
     const text = readFileSync(join(ROOT, 'config', 'config.example.yaml'), 'utf8');
     const { config } = parseConfig(text, 'example', { env: { CHAIR_AGENT_VENDOR_API_KEY: 'k', CHAIR_AGENT_WEBHOOK_SECRET: 's' } });

@@ -55,7 +55,7 @@ function setup() {
   const clock = new FakeClock();
   const vendor = new ScriptedVendor(clock);
   const registry = new ChairRegistry({ timeZone: 'UTC', availableStatuses: ['Available'], staleAfterMs: 15_000, expected: ['IDLE', 'BUSY', 'OFFLINE'] });
-  registry.applyList([reading('IDLE', false), reading('BUSY', true), reading('ODD', false, 'Maintenance')], clock.now());
+  registry.applyList([reading('IDLE', false), reading('BUSY', true), reading('ODD', false, 'Maintenance')], clock.monotonic());
   const starts = new StartService({
     vendor,
     registry,
@@ -95,7 +95,7 @@ describe('start rules and the start use case', () => {
 
   it('refuses a chair whose list has gone stale', async () => {
     const { vendor, registry, clock, run } = setup();
-    registry.refreshAvailability(clock.now() + 20_000);
+    registry.refreshAvailability(clock.monotonic() + 20_000);
     expect(await run('IDLE')).toMatchObject({ ok: false, error: 'chair_unavailable' });
     expect(vendor.controls).toEqual([]);
   });
@@ -147,6 +147,31 @@ describe('start rules and the start use case', () => {
     expect(await run('IDLE')).toMatchObject({ ok: false, error: 'vendor_timeout' });
     expect(vendor.controls).toHaveLength(1);
     expect(events.at(-1)).toBe('finished IDLE vendor_timeout');
+  });
+
+  it('holds a chair whose start outcome is unknown: a POS retry 0.3 s later is refused, and the chair running 3 s later is a success', async () => {
+    const { vendor, starts, clock } = setup();
+    vendor.controlResult = () => Promise.reject(new VendorError('VENDOR_TIMEOUT', 'vendor did not answer control', { ambiguous: true, retryable: true }));
+    let reads = 0;
+    vendor.statuses = [() => reading('IDLE', ++reads > 6)]; // idle for the first reads, then running
+    const first = starts.startChair('IDLE', { source: 'mqtt', transaction: 'pos-1' });
+    await clock.advance(300);
+    expect(await starts.startChair('IDLE', { source: 'mqtt', transaction: 'pos-1' })).toMatchObject({ ok: false, error: 'start_in_flight' });
+    for (let i = 0; i < 100; i++) await clock.advance(50);
+    expect(await first).toMatchObject({ ok: true });
+    expect(vendor.controls).toHaveLength(1);
+  });
+
+  it('answers "not confirmed", never "did not start", while the chair has not read idle', async () => {
+    const { vendor, run } = setup();
+    vendor.controlResult = () => Promise.reject(new VendorError('VENDOR_UNREACHABLE', 'vendor unreachable (ECONNRESET)', { ambiguous: true, retryable: true }));
+    vendor.statuses = [() => {
+      throw new VendorError('VENDOR_TIMEOUT', 'no answer', { ambiguous: true });
+    }];
+    const outcome = await run('IDLE');
+    expect(outcome).toMatchObject({ ok: false, error: 'not_confirmed' });
+    expect(outcome.ok ? '' : outcome.message).toMatch(/may have started the chair.*check it before starting it again/);
+    expect(vendor.controls).toHaveLength(1);
   });
 
   it.each([
