@@ -153,6 +153,34 @@ describe('vendor client against the simulator', () => {
     await api.close();
   });
 
+  it('bounds what it reads: a list over maxBodyBytes, a status over 64 KiB, a record nested too deep', async () => {
+    const chair = sim.model.chairs.get('MC7001')!;
+    chair.statusOverride = 'x'.repeat(70 * 1024);
+    try {
+      const list = await failure(client({ maxBodyBytes: 32 * 1024, retries: 0 }).listChairs());
+      expect(list.code).toBe('VENDOR_BAD_ENVELOPE');
+      expect(list.message).toBe('vendor answer is larger than 32768 bytes');
+      const status = await failure(client({ retries: 0 }).chairStatus('MC7001'));
+      expect(status.message).toBe('vendor answer is larger than 65536 bytes');
+    } finally {
+      chair.statusOverride = null;
+    }
+    const deep = { TransactionId: 'DEEP', Status: 'finished', DeviceId: 'MC7001', Extra: JSON.parse(`${'['.repeat(3000)}1${']'.repeat(3000)}`) as unknown };
+    const before = sim.model.transactions.length;
+    sim.model.backfill(2, 60_000);
+    sim.model.transactions.push({ seq: 9e6, createdAt: Date.now() - 30_000, endsAt: 0, record: deep });
+    try {
+      const t = formatVendorTime(Date.now() + 60_000, 'Asia/Bangkok');
+      const f = formatVendorTime(Date.now() - 3_600_000, 'Asia/Bangkok');
+      const page = await client().listTransactions({ from: f, to: t, limit: 100, offset: 0, order: 'chronological' });
+      expect(page.records).toHaveLength(2);
+      expect(page.rejected).toEqual([{ index: 2, problem: 'nested deeper than 32 levels' }]);
+      expect(page.size).toBe(3);
+    } finally {
+      sim.model.transactions.splice(before);
+    }
+  });
+
   it('says unreachable, not sent, when nothing listens', async () => {
     const port = sim.port;
     await sim.stop();
