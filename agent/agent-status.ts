@@ -44,6 +44,7 @@ export function bridgeInfo(s: StatusSources): Record<string, unknown> {
     vendor: { reachable: health.get('vendor').ok, detail: health.get('vendor').detail, baseUrl: redactUrl(config.vendor.baseUrl) },
     broker: { url: s.broker.description, connected: s.broker.connected },
     clock: { ok: health.get('clock').ok, detail: health.get('clock').detail },
+    gpio: { driver: config.gpio.driver, ok: health.get('gpio').ok, detail: health.get('gpio').detail },
     lastPollAt: iso(health.lastPollAt),
     lastSyncAt: iso(health.lastSyncAt),
     backlog: backlogFigures(s),

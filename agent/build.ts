@@ -30,6 +30,8 @@ import { monotonicScheduler, type Scheduler } from './scheduler.js';
 import { VendorClock } from './core/vendor-clock.js';
 import type { GpioDriver } from './gpio/gpio-driver.js';
 import { OnoffDriver } from './gpio/onoff-driver.js';
+import { GpiodDriver } from './gpio/gpiod-driver.js';
+import type { Bias } from './gpio/gpiod-binding.js';
 import { SimGpioDriver } from './gpio/sim-driver.js';
 import { simGpioRoutes } from './gpio/sim-routes.js';
 import { StartService } from './start/start-service.js';
@@ -110,10 +112,21 @@ export function brokerFromConfig(config: Config, topics: Topics, logger: Logger,
   });
 }
 
+/** The buttons' pull resistor: gpio.bias, else pull-up for buttons to ground (activeLow), pull-down otherwise. */
+export function buttonBias(config: Config): Bias {
+  return config.gpio.bias ?? (config.gpio.activeLow ? 'pull-up' : 'pull-down');
+}
+
 export function gpioFromConfig(config: Config, clock: Clock, logger: Logger): GpioDriver {
-  return config.gpio.driver === 'sim'
-    ? new SimGpioDriver(clock)
-    : new OnoffDriver({ logger: logger.child({ component: 'gpio' }), chipBase: config.gpio.chipBase });
+  const log = logger.child({ component: 'gpio' });
+  switch (config.gpio.driver) {
+    case 'sim':
+      return new SimGpioDriver(clock);
+    case 'onoff':
+      return new OnoffDriver({ logger: log, chipBase: config.gpio.chipBase });
+    case 'gpiod':
+      return new GpiodDriver({ logger: log, bias: buttonBias(config) });
+  }
 }
 
 /** Minutes of a start that names none: the chair's own, else vendor.sessionMinutes. */
@@ -238,7 +251,7 @@ export function build(config: Config, deps: AgentDeps): Agent {
     driver: gpio,
     ready: () => gpioReady,
     specs: buttonSpecs,
-    input: { activeLow: config.gpio.activeLow, debounceMs: config.gpio.debounceMs },
+    input: { activeLow: config.gpio.activeLow, debounceMs: config.gpio.debounceMs, bias: buttonBias(config) },
     starts,
     logger: gpioLog,
     metrics,
@@ -262,8 +275,8 @@ export function build(config: Config, deps: AgentDeps): Agent {
     name: 'gpio-check',
     start() {
       if (!gpioReady) return;
-      const failed = [...leds.failed().map((n) => `LED ${n}`), ...buttons.failed().map((p) => `button pin ${p}`)];
-      if (failed.length > 0) health.set('gpio', false, `cannot use ${failed.join(', ')} (see the log)`);
+      const failed = [...buttons.failed(), ...leds.failed()];
+      if (failed.length > 0) health.set('gpio', false, `${failed.length} line(s) cannot be used: ${failed.join('; ')}`);
       else health.set('gpio', true, `${buttonSpecs.length} button(s), ${ledSpecs.length} LED(s) on ${gpio.kind}`);
     },
     stop() {},

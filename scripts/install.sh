@@ -67,6 +67,12 @@ verify_native() {
   else
     GPIO_ONOFF="onoff is not installed (npm ci could not build its epoll addon: no compiler?)"
   fi
+  local addon="$app/native/prebuilds/linux-$ARCH/chair_gpiod.node"
+  if [ ! -f "$addon" ]; then
+    GPIO_GPIOD="the gpiod addon is not built ($addon: npm ci needs a C compiler)"
+  elif ! "$node" -e "require('$addon')" 2>/dev/null; then
+    GPIO_GPIOD="the gpiod addon does not load under $("$node" --version)"
+  fi
   if [ ${#problems[@]} -gt 0 ]; then die "${problems[*]}"; fi
   local driver
   driver="$(cd "$app" && "$node" --input-type=module -e "
@@ -78,6 +84,10 @@ verify_native() {
   if [ -n "${GPIO_ONOFF:-}" ]; then
     [ "$driver" = onoff ] && die "$GPIO_ONOFF, and the config uses gpio.driver: onoff; the buttons and LEDs would be dead"
     say "warning: $GPIO_ONOFF; gpio.driver: onoff will not work (gpiod and sim do)"
+  fi
+  if [ -n "${GPIO_GPIOD:-}" ]; then
+    [ "$driver" = gpiod ] && die "$GPIO_GPIOD, and the config uses gpio.driver: gpiod; the buttons and LEDs would be dead"
+    say "warning: $GPIO_GPIOD; gpio.driver: gpiod will not work"
   fi
   say "native modules load under the installed runtime"
 }
@@ -94,6 +104,7 @@ install_app() {
   cp "$RUNTIME_SRC/LICENSE" "$new/runtime/LICENSE"
   cp -a "$SRC/dist/agent" "$new/app/dist/agent"
   cp -a "$SRC/package.json" "$SRC/package-lock.json" "$SRC/config" "$SRC/systemd" "$SRC/README.md" "$new/app/"
+  if [ -d "$SRC/native/prebuilds" ]; then mkdir -p "$new/app/native" && cp -a "$SRC/native/prebuilds" "$new/app/native/"; fi
   # The clone's node_modules (native modules built for the pinned runtime), minus development tools.
   cp -a "$SRC/node_modules" "$new/app/node_modules"
   # The lockfile marks every package only development needs ("dev": true).

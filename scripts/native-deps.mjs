@@ -7,6 +7,8 @@
 //   against whatever headers the user's npmrc names (often the distro Node's), so its own install
 //   script is not allowed (package.json allowScripts) and it is built here instead.
 //
+// - the gpiod addon (gpio.driver: gpiod) is ours, Node-API: one build serves every Node line.
+//
 // A module that cannot be built is reported, not fatal: the agent works without it on a machine
 // that does not use that GPIO driver, and says loudly at start and in `doctor` when one is missing.
 import { spawnSync } from 'node:child_process';
@@ -59,4 +61,10 @@ function buildEpoll() {
   else say(`epoll (onoff) could not be built for Node ${process.versions.node} (${after}); gpio.driver: onoff will not work here (gpiod and sim do)`);
 }
 
+function buildGpiod() {
+  const r = spawnSync(process.execPath, [join(ROOT, 'scripts', 'build-gpiod.mjs'), '--host', ...(quiet ? ['--quiet'] : [])], { cwd: ROOT, stdio: 'inherit' });
+  if (r.status !== 0) say('the gpiod addon was not built here; gpio.driver: gpiod will not work on this machine (sim and the tests do)');
+}
+
 buildEpoll();
+buildGpiod();

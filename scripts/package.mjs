@@ -117,6 +117,10 @@ function buildApp(t, appDir, runtime) {
     writeFileSync(join(epoll, 'build', 'Release', 'epoll.node'), keep);
   }
 
+  // The gpiod addon (gpio.driver: gpiod), ours and Node-API: built for this CPU with the runtime's headers.
+  const addon = join(appDir, 'native', 'prebuilds', `linux-${t.npm}`, 'chair_gpiod.node');
+  run(process.execPath, [join(ROOT, 'scripts', 'build-gpiod.mjs'), '--arch', t.npm, '--include', join(runtime, 'include', 'node'), '--out', addon, '--quiet']);
+
   // What only development needs.
   walk(nm, (p) => {
     const name = basename(p);

@@ -14,7 +14,7 @@ export interface ButtonSpec {
 export class Buttons implements Component {
   readonly name = 'buttons';
   private readonly inputs: GpioInput[] = [];
-  private readonly failedPins: number[] = [];
+  private readonly failures: string[] = [];
 
   constructor(
     private readonly deps: {
@@ -34,7 +34,7 @@ export class Buttons implements Component {
       try {
         this.inputs.push(this.deps.driver.openInput(spec.pin, this.deps.input, () => this.pressed(spec.deviceId)));
       } catch (err) {
-        this.failedPins.push(spec.pin);
+        this.failures.push(`button of ${spec.deviceId}: ${errorMessage(err)}`);
         this.deps.logger.error({ deviceId: spec.deviceId, pin: spec.pin, err: errorMessage(err) }, 'cannot open button line');
       }
     }
@@ -44,8 +44,9 @@ export class Buttons implements Component {
     for (const input of this.inputs.splice(0)) input.close();
   }
 
-  failed(): number[] {
-    return [...this.failedPins];
+  /** Why each button that could not be opened failed. */
+  failed(): string[] {
+    return [...this.failures];
   }
 
   pressed(deviceId: string): void {

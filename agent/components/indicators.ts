@@ -38,7 +38,7 @@ export class Indicators implements Component {
 
   private updateStatus(): void {
     const { health } = this.deps;
-    this.deps.leds.set(STATUS_LED, statusLedPattern(health.get('vendor').ok, health.get('broker').ok));
+    this.deps.leds.set(STATUS_LED, statusLedPattern(health.get('vendor').ok, health.get('broker').ok, health.get('gpio').ok));
   }
 
   start(): void {

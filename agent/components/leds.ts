@@ -8,6 +8,8 @@ import type { Component } from './component.js';
 interface Led {
   name: string;
   output: GpioOutput | null;
+  /** Why the line could not be opened. */
+  failure: string | null;
   pattern: LedPattern;
   since: number;
   /** Failure flashes laid over the pattern until this time. */
@@ -41,14 +43,16 @@ export class LedController implements Component {
     const now = this.deps.clock.now();
     for (const spec of this.deps.specs) {
       let output: GpioOutput | null = null;
+      let failure: string | null = null;
       if (this.deps.ready()) {
         try {
           output = this.deps.driver.openOutput(spec.pin);
         } catch (err) {
-          this.deps.logger.error({ led: spec.name, pin: spec.pin, err: errorMessage(err) }, 'cannot open LED line');
+          failure = errorMessage(err);
+          this.deps.logger.error({ led: spec.name, pin: spec.pin, err: failure }, 'cannot open LED line');
         }
       }
-      this.leds.set(spec.name, { name: spec.name, output, pattern: 'off', since: now, flashUntil: 0, flashSince: 0, level: null });
+      this.leds.set(spec.name, { name: spec.name, output, failure, pattern: 'off', since: now, flashUntil: 0, flashSince: 0, level: null });
     }
     this.render();
   }
@@ -64,9 +68,9 @@ export class LedController implements Component {
     this.leds.clear();
   }
 
-  /** Lines that could not be opened, for health. */
+  /** Why each LED line that could not be opened failed, for health. */
   failed(): string[] {
-    return [...this.leds.values()].filter((l) => !l.output).map((l) => l.name);
+    return [...this.leds.values()].filter((l) => l.failure !== null).map((l) => `LED ${l.name}: ${l.failure as string}`);
   }
 
   set(name: string, pattern: LedPattern): void {

@@ -136,10 +136,17 @@ const chair = z.strictObject({
   minutes: z.number().int().min(1).optional().describe('Overrides vendor.sessionMinutes for this chair'),
 });
 
-export const DEFAULT_GPIO_DRIVER = 'onoff';
+export const DEFAULT_GPIO_DRIVER = 'gpiod';
 
 const gpio = z.strictObject({
-  driver: z.enum(['onoff', 'sim']).default(DEFAULT_GPIO_DRIVER),
+  driver: z
+    .enum(['gpiod', 'onoff', 'sim'])
+    .default(DEFAULT_GPIO_DRIVER)
+    .describe('gpiod (the kernel GPIO character device), onoff (legacy sysfs GPIO) or sim (simulated lines)'),
+  bias: z
+    .enum(['pull-up', 'pull-down', 'disabled', 'as-is'])
+    .optional()
+    .describe('gpiod only: the buttons\' pull resistor; default pull-up with activeLow, else pull-down'),
   statusLed: pin.optional().describe("BCM pin of the agent's own health LED"),
   activeLow: z.boolean().default(true).describe('Buttons pull the line to ground when pressed'),
   debounceMs: z.number().int().min(0).max(1000).default(30),
@@ -148,7 +155,7 @@ const gpio = z.strictObject({
     .int()
     .min(0)
     .optional()
-    .describe('sysfs number of BCM 0; found from /sys/class/gpio/gpiochip*/ when absent'),
+    .describe('onoff only: sysfs number of BCM 0; found from /sys/class/gpio/gpiochip*/ when absent'),
   chairs: z.array(chair).default([]),
 });
 

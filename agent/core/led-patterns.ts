@@ -2,13 +2,14 @@
  * The indicator patterns of the interface, as functions of time since the pattern began.
  * Pure logic: the LED controller asks "on or off now?" and "when does that change next?".
  */
-export type LedPattern = 'off' | 'on' | 'fast' | 'slow' | 'flash';
+export type LedPattern = 'off' | 'on' | 'fast' | 'slow' | 'flash' | 'burst';
 
 const FAST_HALF_MS = 100; // 5 Hz: start requested, waiting for the vendor
 const SLOW_HALF_MS = 500; // 1 Hz: running
 export const FLASH_COUNT = 4;
 const FLASH_HALF_MS = 75; // a few quick flashes: the start failed
 export const FLASH_TOTAL_MS = FLASH_COUNT * 2 * FLASH_HALF_MS;
+const BURST_PERIOD_MS = 2000; // a burst of quick flashes every 2 s: some GPIO lines cannot be used
 
 export function ledLevel(pattern: LedPattern, elapsedMs: number): boolean {
   switch (pattern) {
@@ -22,6 +23,10 @@ export function ledLevel(pattern: LedPattern, elapsedMs: number): boolean {
       return Math.floor(elapsedMs / SLOW_HALF_MS) % 2 === 0;
     case 'flash':
       return elapsedMs < FLASH_TOTAL_MS && Math.floor(elapsedMs / FLASH_HALF_MS) % 2 === 0;
+    case 'burst': {
+      const t = elapsedMs % BURST_PERIOD_MS;
+      return t < FLASH_TOTAL_MS && Math.floor(t / FLASH_HALF_MS) % 2 === 0;
+    }
   }
 }
 
@@ -38,6 +43,10 @@ export function nextLedChange(pattern: LedPattern, elapsedMs: number): number | 
       return toNextHalf(SLOW_HALF_MS);
     case 'flash':
       return elapsedMs < FLASH_TOTAL_MS ? toNextHalf(FLASH_HALF_MS) : null;
+    case 'burst': {
+      const t = elapsedMs % BURST_PERIOD_MS;
+      return t < FLASH_TOTAL_MS ? toNextHalf(FLASH_HALF_MS) : BURST_PERIOD_MS - t;
+    }
   }
 }
 
@@ -59,9 +68,14 @@ export function chairLedPattern(c: ChairLedInput | null): LedPattern {
   return c.startable ? 'on' : 'off';
 }
 
-/** The agent's own LED: steady when all is well; slow blink buffering; fast blink no vendor. */
-export function statusLedPattern(vendorOk: boolean, brokerOk: boolean): LedPattern {
+/**
+ * The agent's own LED: steady when all is well; fast blink no vendor (no chair can start);
+ * a burst of quick flashes every 2 s when some button or LED line cannot be used (a dead button
+ * must not go unnoticed); slow blink while the broker is away (buffering).
+ */
+export function statusLedPattern(vendorOk: boolean, brokerOk: boolean, gpioOk = true): LedPattern {
   if (!vendorOk) return 'fast';
+  if (!gpioOk) return 'burst';
   if (!brokerOk) return 'slow';
   return 'on';
 }

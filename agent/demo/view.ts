@@ -29,6 +29,7 @@ const STATUS_TEXT: Record<LedPattern, string> = {
   slow: 'slow blink: broker unreachable, buffering',
   fast: 'fast blink: vendor unreachable',
   flash: 'flashes',
+  burst: 'bursts: a button or LED line cannot be used',
   off: 'off',
 };
 
@@ -37,6 +38,7 @@ const LED_TEXT: Record<LedPattern, string> = {
   fast: 'fast blink: starting',
   slow: 'slow blink: running',
   flash: 'flashes: start failed',
+  burst: 'bursts',
   off: 'off: unavailable',
 };
 

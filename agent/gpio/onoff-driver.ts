@@ -81,13 +81,18 @@ export class OnoffDriver implements GpioDriver {
     this.opts.logger.info({ base: this.base, chip: this.chip }, 'sysfs GPIO ready');
   }
 
-  openInput(bcm: number, options: InputOptions, onPress: () => void): GpioInput {
-    const line = this.claim(bcm, 'in', 'rising', { activeLow: options.activeLow, debounceTimeout: options.debounceMs });
+  openInput(bcm: number, options: InputOptions, onPress: () => void, onChange?: (pressed: boolean, atMs: number) => void): GpioInput {
+    // sysfs cannot set a pull resistor (gpio.bias): that is config.txt's job (README, Wiring).
+    const line = this.claim(bcm, 'in', onChange ? 'both' : 'rising', { activeLow: options.activeLow, debounceTimeout: options.debounceMs });
     // active_low makes a press read as 1, so a press is a rising edge; onoff reads the value
     // again once the line has been steady for the debounce time.
     line.watch((err, value) => {
-      if (err) this.opts.logger.warn({ bcm, err: errorMessage(err) }, 'button line read failed');
-      else if (value === 1) onPress();
+      if (err) {
+        this.opts.logger.warn({ bcm, err: errorMessage(err) }, 'button line read failed');
+        return;
+      }
+      onChange?.(value === 1, performance.now());
+      if (value === 1) onPress();
     });
     return { close: () => this.release(line) };
   }
@@ -115,7 +120,7 @@ export class OnoffDriver implements GpioDriver {
     for (const line of [...this.open]) this.release(line);
   }
 
-  private claim(bcm: number, direction: 'in' | 'out', edge: 'none' | 'rising', options: object): OnoffGpio {
+  private claim(bcm: number, direction: 'in' | 'out', edge: 'none' | 'rising' | 'both', options: object): OnoffGpio {
     if (!this.onoff) throw new GpioError('GPIO_UNAVAILABLE', 'GPIO is not initialised');
     const n = this.base + bcm;
     try {

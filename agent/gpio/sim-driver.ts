@@ -5,7 +5,7 @@ interface SimLine {
   direction: 'in' | 'out';
   /** The physical level: a pulled-up button reads 1 at rest and 0 while pressed. */
   value: 0 | 1;
-  input?: InputOptions & { onPress: () => void; debounce: Timer | null };
+  input?: InputOptions & { onPress: () => void; onChange?: ((pressed: boolean, atMs: number) => void) | undefined; debounce: Timer | null; pressed: boolean };
 }
 
 export type SimGpioState = Record<string, { direction: 'in' | 'out'; value: 0 | 1 }>;
@@ -22,9 +22,9 @@ export class SimGpioDriver implements GpioDriver {
 
   async init(): Promise<void> {}
 
-  openInput(bcm: number, options: InputOptions, onPress: () => void): GpioInput {
+  openInput(bcm: number, options: InputOptions, onPress: () => void, onChange?: (pressed: boolean, atMs: number) => void): GpioInput {
     this.claim(bcm);
-    this.lines.set(bcm, { direction: 'in', value: options.activeLow ? 1 : 0, input: { ...options, onPress, debounce: null } });
+    this.lines.set(bcm, { direction: 'in', value: options.activeLow ? 1 : 0, input: { ...options, onPress, onChange, debounce: null, pressed: false } });
     return { close: () => this.release(bcm) };
   }
 
@@ -60,13 +60,17 @@ export class SimGpioDriver implements GpioDriver {
     if (!line?.input) throw new GpioError('GPIO_INVALID', `BCM ${bcm} is not a button line of this agent`);
     const input = line.input;
     const logical = (v: 0 | 1): 0 | 1 => (input.activeLow ? ((1 - v) as 0 | 1) : v);
-    const rising = logical(line.value) === 0 && logical(value) === 1;
+    if (logical(line.value) === logical(value)) return;
     line.value = value;
-    if (!rising) return;
+    // Like the kernel's debounce: an edge counts once the line has stayed that way for debounceMs.
     input.debounce?.cancel();
     input.debounce = this.clock.setTimeout(() => {
       input.debounce = null;
-      if (logical(line.value) === 1) input.onPress();
+      const pressed = logical(line.value) === 1;
+      if (pressed === input.pressed) return;
+      input.pressed = pressed;
+      input.onChange?.(pressed, this.clock.monotonic());
+      if (pressed) input.onPress();
     }, input.debounceMs);
   }
 

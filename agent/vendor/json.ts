@@ -11,6 +11,14 @@ import { AgentError } from '../errors.js';
 interface RawJson {
   readonly rawJSON: string;
 }
+
+declare global {
+  // JSON source text access (TC39 stage 4; Node 22+), not yet in TypeScript's lib.
+  interface JSON {
+    rawJSON(text: string): RawJson;
+    isRawJSON(value: unknown): boolean;
+  }
+}
 type Reviver = (this: unknown, key: string, value: unknown, context: { source?: string }) => unknown;
 const json = JSON as unknown as {
   rawJSON(text: string): RawJson;

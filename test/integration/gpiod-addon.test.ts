@@ -1,0 +1,52 @@
+import { spawnSync } from 'node:child_process';
+import { closeSync, constants, existsSync, mkdtempSync, openSync, writeSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { addonPath, loadGpiodBinding, type LineEvent } from '../../agent/gpio/gpiod-binding.js';
+import { waitFor } from '../helpers/wait.js';
+
+/** struct gpio_v2_line_event: timestamp_ns u64, id u32 (1 rising, 2 falling), offset, seqno, line_seqno, 6 padding u32. */
+function lineEvent(timestampNs: bigint, rising: boolean, seqno: number): Buffer {
+  const b = Buffer.alloc(48);
+  b.writeBigUInt64LE(timestampNs, 0);
+  b.writeUInt32LE(rising ? 1 : 2, 8);
+  b.writeUInt32LE(17, 12);
+  b.writeUInt32LE(seqno, 16);
+  b.writeUInt32LE(seqno, 20);
+  return b;
+}
+
+describe('the gpiod addon (native/gpiod/chair_gpiod.c), built for this machine', () => {
+  it('is built by npm ci and loads under this runtime', () => {
+    expect(existsSync(addonPath() ?? ''), `missing ${addonPath()}: node scripts/build-gpiod.mjs --host`).toBe(true);
+    expect(Object.keys(loadGpiodBinding()).sort()).toEqual(['chipInfo', 'getValue', 'lineInfo', 'release', 'request', 'setValue', 'unwatch', 'watch']);
+  });
+
+  it('reports what the kernel says as errno codes', () => {
+    const g = loadGpiodBinding();
+    expect(() => g.chipInfo('/nonexistent/gpiochip0')).toThrow(expect.objectContaining({ code: 'ENOENT' }));
+    expect(() => g.chipInfo('/dev/null')).toThrow(expect.objectContaining({ code: 'ENOTTY', message: 'cannot read the chip info of /dev/null: Inappropriate ioctl for device' }));
+    expect(() => g.request('/dev/null', 17, { consumer: 'chair-agent', direction: 'input' })).toThrow(expect.objectContaining({ code: 'ENOTTY' }));
+  });
+
+  it('delivers the kernel\'s edge events on the event loop, and stops on unwatch', async () => {
+    const g = loadGpiodBinding();
+    const fifo = join(mkdtempSync(join(tmpdir(), 'gpiod-')), 'events');
+    expect(spawnSync('mkfifo', [fifo]).status).toBe(0);
+    const fd = openSync(fifo, constants.O_RDWR | constants.O_NONBLOCK);
+    const got: LineEvent[] = [];
+    const watcher = g.watch(fd, (events) => got.push(...events));
+    writeSync(fd, Buffer.concat([lineEvent(5_000_000_000n, true, 1), lineEvent(5_400_000_000n, false, 2)]));
+    await waitFor(() => got.length === 2, 'two events');
+    expect(got).toEqual([
+      { rising: true, timestampMs: 5000, seqno: 1 },
+      { rising: false, timestampMs: 5400, seqno: 2 },
+    ]);
+    g.unwatch(watcher);
+    writeSync(fd, lineEvent(6_000_000_000n, true, 3));
+    await new Promise((r) => setImmediate(r));
+    expect(got).toHaveLength(2);
+    closeSync(fd);
+  });
+});
