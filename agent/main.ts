@@ -34,6 +34,8 @@ async function dispatch(args: ParsedArgs, ctx: CommandContext): Promise<number> 
       return (await import('./cli/commands/outbox.js')).outboxCommand(args, ctx);
     case 'demo':
       return (await import('./cli/commands/demo.js')).demoCommand(args, ctx);
+    case 'gpio':
+      return (await import('./cli/commands/gpio.js')).gpioCommand(args, ctx);
     case 'secrets':
       return (await import('./cli/commands/secrets.js')).secretsCommand(args, ctx);
     case 'schema':

@@ -1,7 +1,7 @@
 import { parseArgs } from 'node:util';
 import { AgentError } from '../errors.js';
 
-export const VERBS = ['run', 'check', 'doctor', 'start', 'outbox', 'secrets', 'simulate', 'demo', 'schema'] as const;
+export const VERBS = ['run', 'check', 'doctor', 'start', 'outbox', 'gpio', 'secrets', 'simulate', 'demo', 'schema'] as const;
 export type Verb = (typeof VERBS)[number];
 
 export interface ParsedArgs {
@@ -24,6 +24,7 @@ const PER_VERB = {
   start: { minutes: { type: 'string', short: 'm' }, json: { type: 'boolean' } },
   outbox: { json: { type: 'boolean' }, parked: { type: 'boolean' }, 'retry-parked': { type: 'boolean' } },
   secrets: {},
+  gpio: { blink: { type: 'boolean' } },
   simulate: {
     port: { type: 'string', short: 'p' },
     host: { type: 'string' },

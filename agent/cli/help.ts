@@ -6,6 +6,7 @@ Commands:
   doctor                    check config, database, vendor API, broker and GPIO, with hints
   start DEVICE_ID [-m N]    start a chair through the same path as its button
   outbox                    transaction backlog: waiting, oldest, delivered, last delivery
+  gpio [--blink]            the wiring test: the configured lines, each LED lit in turn, every press
   secrets set|unset|list    the stored secrets (systemd credentials); a value is read from stdin
   simulate [--port N]       run the vendor cloud simulator on loopback
   demo                      simulator + embedded broker + simulated GPIO + agent, no config needed
@@ -46,6 +47,14 @@ refused by the broker, set aside and retried later), the oldest waiting, records
 last delivery. --parked lists the parked records with the reason and the next retry;
 --retry-parked makes them due now (the running agent sends them within 10 minutes).
 Reads the database of storage.path; safe while the agent runs.
+`,
+  gpio: `Usage: chair-agent gpio [--blink] [--config FILE]
+
+The wiring test for installers. Prints every configured line as the kernel has it: chair, role
+(button, LED, status LED), BCM number, chip, line offset, the kernel's name of the line, bias and
+level. With --blink it lights each LED in turn for a second and names it. Then it prints every
+button press with its chair and how long it was held, until Ctrl-C, which releases every line.
+The service must not hold the lines meanwhile: sudo systemctl stop chair-agent first.
 `,
   secrets: `Usage: chair-agent secrets set NAME | unset NAME | list [--config FILE]
 

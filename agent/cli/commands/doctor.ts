@@ -1,13 +1,17 @@
 import { accessSync, constants, existsSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import mqtt from 'mqtt';
-import { vendorFromConfig } from '../../build.js';
+import { buttonBias, vendorFromConfig } from '../../build.js';
 import { systemClock } from '../../clock.js';
 import { redactUrl } from '../../config/mask.js';
 import type { Config } from '../../config/schema.js';
 import { parseVendorTime } from '../../core/vendor-time.js';
 import { errorCode, errorMessage } from '../../errors.js';
 import { findHeaderBase, listChips } from '../../gpio/sysfs-chip.js';
+import { loadGpiodBinding, type GpiodBinding } from '../../gpio/gpiod-binding.js';
+import { CONSUMER, GpiodDriver } from '../../gpio/gpiod-driver.js';
+import { configuredLines, overlayPins, readBootConfig } from '../../gpio/wiring.js';
+import { silentLogger } from '../../logger.js';
 import { createLogger } from '../../logger.js';
 import { Outbox } from '../../store/outbox.js';
 import { isVendorError } from '../../vendor/errors.js';
@@ -26,6 +30,11 @@ export interface CheckLine {
 export interface DoctorOptions {
   sysfsRoot?: string;
   brokerTimeoutMs?: number;
+  /** The gpiod driver's kernel (a fake in tests) and where its chips are. */
+  gpiod?: GpiodBinding;
+  devDir?: string;
+  /** Where the Pi's boot config may be. */
+  bootConfigs?: readonly string[];
 }
 
 function databaseCheck(config: Config): CheckLine {
@@ -160,7 +169,88 @@ function brokerCheck(config: Config, timeoutMs: number): Promise<CheckLine> {
   });
 }
 
-/** GPIO as far as it can be checked without touching a line the running agent may hold. */
+/**
+ * The GPIO character device: the chips can be opened, every configured line is found by its name,
+ * a free button line accepts its bias, and a line someone else holds is named. Never a line the
+ * running agent holds: those are reported as held by the service.
+ */
+async function gpiodChecks(config: Config, options: DoctorOptions): Promise<CheckLine[]> {
+  const name = 'gpio';
+  const driver = new GpiodDriver({ logger: silentLogger(), bias: buttonBias(config), ...(options.gpiod ? { binding: options.gpiod } : {}), ...(options.devDir ? { devDir: options.devDir } : {}) });
+  try {
+    await driver.init();
+  } catch (err) {
+    const code = errorCode(err);
+    const hint =
+      code === 'GPIO_PERMISSION'
+        ? 'sudo usermod -aG gpio chair-agent; the unit has DeviceAllow=char-gpiochip rw (run doctor with sudo to check as root)'
+        : code === 'GPIO_UNAVAILABLE' && errorMessage(err).includes('addon')
+          ? 'reinstall the package (the addon is in /opt/chair-agent/app/native)'
+          : 'on a Raspberry Pi OS kernel /dev/gpiochip* is there; elsewhere use gpio.driver: sim';
+    return [{ name, ok: false, detail: errorMessage(err), hint }];
+  }
+  const chips = driver.listChips();
+  const out: CheckLine[] = [{ name, ok: true, detail: `character device readable: ${chips.map((c) => `${c.name} [${c.label}]`).join(', ')}` }];
+  const binding = options.gpiod ?? loadGpiodBinding();
+  for (const l of configuredLines(config)) {
+    const what = `${l.role === 'status LED' ? 'status LED' : `${l.owner} ${l.role}`}, BCM ${l.bcm}`;
+    const ref = driver.resolve(l.bcm);
+    if (!ref) {
+      out.push({ name, ok: false, detail: `${what}: no line named GPIO${l.bcm} and no Raspberry Pi header chip`, hint: 'is this a Raspberry Pi? gpioinfo lists the lines' });
+      continue;
+    }
+    const where = `${ref.chip.name} line ${ref.offset}${ref.name ? ` (${ref.name})` : ''}${ref.found === 'name' ? '' : ', the header chip\'s line of that number'}`;
+    let info;
+    try {
+      info = binding.lineInfo(ref.chip.path, ref.offset);
+    } catch (err) {
+      out.push({ name, ok: false, detail: `${what} = ${where}: ${errorMessage(err)}`, hint: 'see gpioinfo' });
+      continue;
+    }
+    if (info.used && info.consumer === CONSUMER) {
+      out.push({ name, ok: true, detail: `${what} = ${where}: held by the chair-agent service` });
+      continue;
+    }
+    if (info.used) {
+      out.push({ name, ok: false, detail: `${what} = ${where}: used by "${info.consumer || 'another driver'}"`, hint: 'an overlay or program holds it: pick another pin, or remove the overlay from /boot/firmware/config.txt' });
+      continue;
+    }
+    if (l.role !== 'button') {
+      out.push({ name, ok: true, detail: `${what} = ${where}: free` });
+      continue;
+    }
+    const bias = buttonBias(config);
+    try {
+      const fd = binding.request(ref.chip.path, ref.offset, { consumer: CONSUMER, direction: 'input', activeLow: config.gpio.activeLow, bias, edge: 'both', debounceUs: config.gpio.debounceMs * 1000 });
+      binding.release(fd);
+      out.push({ name, ok: true, detail: `${what} = ${where}: free; bias ${bias} and ${config.gpio.debounceMs} ms debounce accepted` });
+    } catch (err) {
+      out.push({
+        name,
+        ok: false,
+        detail: `${what} = ${where}: the kernel refused it as a button (${errorMessage(err)})`,
+        hint: errorCode(err) === 'EINVAL' ? 'bias or debounce not supported: a kernel older than 5.10? set gpio.bias: as-is and add a resistor' : 'see gpioinfo',
+      });
+    }
+  }
+  return out;
+}
+
+/** Pins of interfaces enabled in the Pi's boot config that a button or LED is configured on. */
+function overlayCheck(config: Config, bootConfigs: readonly string[] | undefined): CheckLine[] {
+  const boot = readBootConfig(bootConfigs);
+  if (!boot) return [];
+  const taken = overlayPins(boot.text);
+  const clashes = configuredLines(config).flatMap((l) =>
+    taken.filter((t) => t.pins.includes(l.bcm)).map((t) => `BCM ${l.bcm} (${l.role === 'status LED' ? 'status LED' : `${l.owner} ${l.role}`}) is taken by ${t.what}, line ${t.line}`),
+  );
+  if (clashes.length === 0) {
+    return [{ name: 'overlays', ok: true, detail: `no configured pin is claimed by an interface enabled in ${boot.path} (${taken.map((t) => t.what.split(' ')[0]).join(', ') || 'none enabled'})` }];
+  }
+  return [{ name: 'overlays', ok: false, detail: `${clashes.join('; ')} in ${boot.path}`, hint: 'pick other pins (README: Wiring), or disable that interface in the boot config and reboot' }];
+}
+
+/** sysfs GPIO as far as it can be checked without touching a line the running agent may hold. */
 function gpioCheck(config: Config, sysfsRoot: string): CheckLine {
   const name = 'gpio';
   const pins = [
@@ -190,12 +280,21 @@ function gpioCheck(config: Config, sysfsRoot: string): CheckLine {
   return { name, ok: true, detail: `sysfs writable; BCM 0 is sysfs ${base} (${from}); ${pins.length} line(s): BCM ${pins.join(', ')}` };
 }
 
+/** doctor's GPIO lines: the driver's own checks, then the boot config's interfaces. */
+export async function gpioDoctorLines(config: Config, options: DoctorOptions = {}): Promise<CheckLine[]> {
+  const lines: CheckLine[] = [];
+  if (config.gpio.driver === 'gpiod' && configuredLines(config).length > 0) lines.push(...(await gpiodChecks(config, options)));
+  else lines.push(gpioCheck(config, options.sysfsRoot ?? '/sys/class/gpio'));
+  if (config.gpio.driver !== 'sim') lines.push(...overlayCheck(config, options.bootConfigs));
+  return lines;
+}
+
 export async function runDoctor(config: Config, path: string, options: DoctorOptions = {}): Promise<CheckLine[]> {
   const lines: CheckLine[] = [{ name: 'config', ok: true, detail: `${path} valid (site ${config.site.id})` }];
   lines.push(databaseCheck(config));
   const [vendor, broker] = await Promise.all([vendorChecks(config), brokerCheck(config, options.brokerTimeoutMs ?? 5_000)]);
   lines.push(...vendor, broker);
-  lines.push(gpioCheck(config, options.sysfsRoot ?? '/sys/class/gpio'));
+  lines.push(...(await gpioDoctorLines(config, options)));
   return lines;
 }
 
