@@ -205,6 +205,11 @@ async function checkArm64() {
   expect(elf.readUInt32BE(0) === 0x7f454c46 && elf.readUInt16LE(18) === 0xb7, 'the tarball carries an aarch64 (ELF machine 183) Node runtime');
   const v = sh(QEMU[0], [...QEMU.slice(1), node, '-p', 'process.arch + " " + process.version']);
   expect(v.code === 0 && v.stdout.startsWith('arm64 v'), `its runtime runs under qemu: ${v.stdout.trim()}`, v.out);
+  const addon = join(top, 'app', 'native', 'prebuilds', 'linux-arm64', 'chair_gpiod.node');
+  const gpiod = sh(QEMU[0], [...QEMU.slice(1), node, '-e', `const g = require(${JSON.stringify(addon)}); try { g.chipInfo('/dev/null') } catch (e) { console.log(Object.keys(g).length, e.code) }`]);
+  expect(gpiod.stdout.trim() === '8 ENOTTY', 'the gpiod addon (arm64) loads under the bundled runtime and talks to the kernel', gpiod.out);
+  const epollLoads = sh(QEMU[0], [...QEMU.slice(1), node, '-e', `require(${JSON.stringify(join(top, 'app', 'node_modules', 'epoll'))}); console.log('ok')`]);
+  expect(epollLoads.stdout.trim() === 'ok', "onoff's epoll (arm64, built for the bundled runtime) loads", epollLoads.out);
   const launcher = readFileSync(join(top, 'bin', 'chair-agent'), 'utf8');
   expect(launcher.includes('/lib/ld-linux-aarch64.so.1') && launcher.includes('runtime/bin/node'), 'bin/chair-agent runs runtime/bin/node and refuses a 32-bit system');
 
