@@ -54,6 +54,7 @@ static const char *errno_name(int e) {
     case EAGAIN: return "EAGAIN";
     case ENOTSUP: return "ENOTSUP";
     case EBADF: return "EBADF";
+    case ENOSYS: return "ENOSYS";
     default: return "EGPIO";
   }
 }

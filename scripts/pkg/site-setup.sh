@@ -105,6 +105,7 @@ Next:
   1. sudoedit $ETC/config.yaml            site.id, vendor.baseUrl, mqtt.url, the chairs and their pins
   2. sudo chair-agent secrets set vendor-api-key      (and webhook-secret; mqtt-password if the broker needs one)
   3. sudo chair-agent check && sudo chair-agent doctor
-  4. sudo systemctl restart chair-agent; journalctl -u chair-agent -f -o cat
+  4. sudo chair-agent gpio --blink                    the wiring test: each LED lights, each press is printed
+  5. sudo systemctl restart chair-agent; journalctl -u chair-agent -f -o cat
 TXT
 }

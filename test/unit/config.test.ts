@@ -36,7 +36,7 @@ describe('configuration', () => {
     expect(config.vendor.pollSeconds).toBe(5);
     expect(config.mqtt).toMatchObject({ url: 'mqtt://127.0.0.1:1883', baseTopic: 'chair-agent', protocolVersion: 5 });
     expect(config.transactions.syncSchedule).toBe('*/30 * * * * *');
-    expect(config.gpio).toMatchObject({ driver: 'onoff', chairs: [] });
+    expect(config.gpio).toMatchObject({ driver: 'gpiod', chairs: [] });
     expect(Object.isFrozen(config.vendor)).toBe(true);
   });
 
@@ -50,7 +50,7 @@ describe('configuration', () => {
     ['a bad broker URL', 'mqtt: {url: "http://broker"}', 'mqtt.url: must be an mqtt:// or mqtts:// URL (got text "http://broker")'],
     ['a bad time zone', 'site: {id: x, timezone: Mars/Olympus}', 'site.timezone: not an IANA time zone (e.g. Asia/Bangkok) (got text "Mars/Olympus")'],
     ['a bad cron expression', 'transactions: {syncSchedule: "* * 99 * *"}', 'transactions.syncSchedule: not a valid cron expression (dayOfMonth: 99 is a invalid expression for day of month) (got text "* * 99 * *")'],
-    ['an unknown driver', 'gpio: {driver: wiringpi}', 'gpio.driver: must be one of "onoff", "sim" (got text "wiringpi")'],
+    ['an unknown driver', 'gpio: {driver: wiringpi}', 'gpio.driver: must be one of "gpiod", "onoff", "sim" (got text "wiringpi")'],
     ['a pin off the header', 'gpio: {chairs: [{deviceId: A, led: 40}]}', 'gpio.chairs[0].led: must be <= 27 (got number 40)'],
     ['a pin used twice', 'gpio: {statusLed: 17, chairs: [{deviceId: A, button: 17}]}', 'gpio.chairs[0].button: pin 17 is already used by gpio.statusLed (got number 17)'],
     ['a chair listed twice', 'gpio: {chairs: [{deviceId: A}, {deviceId: A}]}', 'gpio.chairs[1].deviceId: A is already listed at gpio.chairs[0]'],
