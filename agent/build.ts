@@ -10,6 +10,7 @@ import { bridgeInfo, registerGauges } from './agent-status.js';
 import type { Component } from './components/component.js';
 import { Poller } from './components/poller.js';
 import { webhookHandler } from './components/webhook.js';
+import { GroupCommit } from './store/group-commit.js';
 import { TransactionSync } from './components/transaction-sync.js';
 import { OutboxPublisher } from './components/outbox-publisher.js';
 import { Retention } from './components/retention.js';
@@ -285,6 +286,7 @@ export function build(config: Config, deps: AgentDeps): Agent {
   // The file is looked at every 30 s as well as before each write (a stat: no disk write), so a
   // database deleted while the box is idle is recreated, its waiting records kept, and reported.
   let fileCheck: Timer | null = null;
+  const webhookCommits = new GroupCommit(outbox, 'webhook', clock);
   const store: Component = {
     name: 'store',
     start: () => {
@@ -301,6 +303,7 @@ export function build(config: Config, deps: AgentDeps): Agent {
     stop: () => {
       fileCheck?.cancel();
       fileCheck = null;
+      webhookCommits.flush();
       outbox.close();
     },
   };
@@ -318,7 +321,7 @@ export function build(config: Config, deps: AgentDeps): Agent {
   outbox.on('delivered', () => bridge.infoSoon());
 
   if (config.webhook.enabled && config.webhook.channelSecret) {
-    http.route('POST', config.webhook.path, webhookHandler({ secret: config.webhook.channelSecret, outbox, clock, logger: child('webhook'), metrics, refusals: http.refusals }));
+    http.route('POST', config.webhook.path, webhookHandler({ secret: config.webhook.channelSecret, commits: webhookCommits, logger: child('webhook'), metrics, refusals: http.refusals }));
   }
   http.route('GET', '/healthz', (_req, res) => sendJson(res, health.ok ? 200 : 503, health.snapshot()));
   http.route('GET', '/metrics', async (_req, res) => {

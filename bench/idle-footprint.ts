@@ -9,7 +9,7 @@ import { startBroker } from './lib/broker.js';
 import { sample, type ProcSample } from './lib/proc.js';
 import { median, round } from './lib/stats.js';
 
-const BARE = join(dirname(fileURLToPath(import.meta.url)), 'bare-poller.js');
+const BARE = join(dirname(fileURLToPath(import.meta.url)), 'peers', 'bare-poller.js');
 
 export interface Footprint {
   rssMbMedian: number;

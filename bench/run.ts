@@ -1,109 +1,146 @@
 /**
- * `npm run bench`: every benchmark, side by side in one run, written to docs/BENCHMARKS.md.
- * `npm run bench -- flush press` runs only the named ones and prints them without writing the file.
- * BENCH_IDLE_SECONDS sets the idle measurement window (default 180).
+ * `npm run bench`: every benchmark, the agent and its peers side by side in one run, written to
+ * docs/BENCHMARKS.md. `npm run bench -- flush ingest` runs only the named ones and prints them
+ * without writing the file. BENCH_IDLE_SECONDS sets the idle window (default 120).
  */
 import { writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { benchIdleFootprint, type Footprint } from './idle-footprint.js';
+import { benchFlush, type FlushResult } from './flush.js';
+import { benchIdleFootprint, type Footprint, type IdleResult } from './idle-footprint.js';
+import { benchIngest } from './ingest.js';
 import { machineDescription } from './lib/machine.js';
 import { median, round } from './lib/stats.js';
-import { benchOutboxFlush, type FlushResult } from './outbox-flush.js';
+import { machineLimits } from './limits.js';
 import { benchPressLatency } from './press-latency.js';
 import { benchStartup } from './startup.js';
-import { benchWebhookIngest } from './webhook-ingest.js';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
-const NAMES = ['idle', 'startup', 'flush', 'press', 'ingest'] as const;
+const NAMES = ['limits', 'flush', 'ingest', 'startup', 'idle', 'press'] as const;
 const only = process.argv.slice(2);
 for (const n of only) if (!(NAMES as readonly string[]).includes(n)) throw new Error(`unknown benchmark ${n}; names: ${NAMES.join(', ')}`);
 const want = (name: (typeof NAMES)[number]): boolean => only.length === 0 || only.includes(name);
 const sections: string[] = [];
 const summary: string[] = [];
 const log = (text: string): void => void process.stderr.write(`${text}\n`);
+const ok = (value: number, goal: number, atMost: boolean): string => ((atMost ? value <= goal : value >= goal) ? 'met' : '**not met**');
 
-if (want('idle')) {
-  const windowSeconds = Number(process.env['BENCH_IDLE_SECONDS'] ?? 180);
-  log(`idle footprint: 16 chairs polled every second, ${windowSeconds} s after a 20 s warm-up ...`);
-  const r = await benchIdleFootprint(windowSeconds);
-  log(JSON.stringify(r));
-  const row = (name: string, f: Footprint): string =>
-    `| ${name} | ${f.rssMbMedian} MB (max ${f.rssMbMax}) | ${f.cpuSecondsPerHour} s | ${f.diskBytesPerHour} B | ${f.logBytesPerHour === null ? '-' : `${f.logBytesPerHour} B`} | ${f.listRequestsPerSecond} |`;
-  summary.push(`| Idle: CPU per hour, 16 chairs polled every second | ${r.agent.cpuSecondsPerHour} s (bare loop ${r.bare.cpuSecondsPerHour} s) |`);
-  summary.push(`| Idle: RSS | ${r.agent.rssMbMedian} MB (bare loop ${r.bare.rssMbMedian} MB) |`);
-  summary.push(`| Idle: bytes written to disk per hour | ${r.agent.diskBytesPerHour} B |`);
-  sections.push(`## Idle footprint
+if (want('limits')) {
+  log('machine limits ...');
+  const l = await machineLimits();
+  log(JSON.stringify(l));
+  sections.push(`## This machine's limits
 
-What: ${r.chairs} idle chairs polled every ${r.pollSeconds} s for ${r.windowSeconds} s (after a 20 s warm-up), measured
-from /proc: the agent (\`chair-agent run\`, a separate process, default config: transaction sync every 30 s,
-HTTP listener, SQLite outbox, metrics) and a bare mqtt.js poll-and-publish loop doing the same polling and
-publishing (\`bench/bare-poller.ts\`: no database, listener, sync or metrics), each against its own simulator,
-both publishing to the same Mosquitto, at the same time.
-
-| process | RSS | CPU per hour | disk writes per hour | log bytes per hour | list requests per second |
-|---|---|---|---|---|---|
-${row('agent', r.agent)}
-${row('bare mqtt.js loop', r.bare)}
-
-Disk writes are what the process caused to be written to storage (/proc/PID/io write_bytes): an idle
-agent writes nothing, so an SD card is left alone. Log bytes are what journald would keep (nothing
-at the default \`info\` level while nothing changes). One list request per poll period, whatever the
-number of chairs. The event-loop-lag metric samples once a second: prom-client's 10 ms default
-alone cost about 30 CPU-seconds an hour on this machine.
-`);
-}
-
-if (want('startup')) {
-  log('start-up time to the first retained chair state ...');
-  const r = await benchStartup();
-  log(JSON.stringify(r));
-  summary.push(`| Start-up to the first retained chair state | ${r.median} ms |`);
-  sections.push(`## Start-up time
-
-What: from spawning \`node dist/agent/main.js run\` (fresh database) to the first retained chair state
-arriving at a subscriber: Node start, config validation, database creation, listener, broker
-connection and the first poll of 16 chairs included.
-
-| median | runs (ms) |
+| limit | value |
 |---|---|
-| ${r.median} ms | ${r.runs.join(', ')} |
+| fsync of a 512-byte write, per second | ${l.fsyncPerSecond} |
+| SQLite commits per second (WAL, synchronous=FULL, one row each) | ${l.sqliteFullCommitsPerSecond} |
+| empty Node start-up (\`node -e\`, spawn to exit) | ${l.emptyNodeStartMs} ms |
+| empty Node RSS | ${l.emptyNodeRssMb} MB |
+
+Mosquitto's QoS 1 end-to-end rate on this machine is the tight publisher's row in the flush section.
 `);
 }
 
 if (want('flush')) {
-  log('outbox flush: 10,000 records, agent vs bare mqtt.js loop, default Mosquitto ...');
-  const plain = await benchOutboxFlush(10_000, 7, false);
-  log(JSON.stringify(plain));
-  log('outbox flush: the same with set_tcp_nodelay true ...');
-  const tuned = await benchOutboxFlush(10_000, 7, true);
-  log(JSON.stringify(tuned));
-  summary.push(`| Outbox flush of 10,000 records vs a bare mqtt.js QoS 1 loop (goal 0.8) | ratio ${tuned.ratio} with \`set_tcp_nodelay true\`; ${plain.ratio} on a default Mosquitto |`);
-  const row = (r: FlushResult, name: string): string =>
-    `| ${name} | ${median(r.bareMs)} ms | ${median(r.agentMs)} ms | **${r.ratio}** | ${r.bareMs.join(', ')} | ${r.agentMs.join(', ')} |`;
-  sections.push(`## Outbox flush: 10,000 buffered transactions
+  const rows: string[] = [];
+  for (const n of [10_000, 100_000]) {
+    log(`flush after a broker outage: ${n} records, agent vs tight mqtt.js publisher ...`);
+    const r: FlushResult = await benchFlush(n, n > 10_000 ? 3 : 5);
+    log(JSON.stringify(r));
+    const peerRate = Math.round(n / (median(r.peerMs) / 1000));
+    const agentRate = Math.round(n / (median(r.agentMs) / 1000));
+    summary.push(`| Flush of ${n.toLocaleString('en')} records after a broker outage, vs a tight QoS 1 publisher (goal >= 0.9) | **${r.ratio}** (${ok(r.ratio, 0.9, false)}); reconnect p50 ${median(r.reconnectMs)} ms (goal <= 250) |`);
+    rows.push(`| ${n} | ${median(r.peerMs)} ms (${peerRate}/s) | ${median(r.agentMs)} ms (${agentRate}/s) | **${r.ratio}** | ${median(r.reconnectMs)} ms | ${r.peerMs.join(', ')} | ${r.agentMs.join(', ')} |`);
+  }
+  sections.push(`## Flush after a broker outage
 
-What: 10,000 records already in the outbox (SQLite), flushed by the agent's outbox publisher until
-every one is PUBACKed and marked delivered, against a bare mqtt.js client publishing the same 10,000
-payloads at QoS 1 with \`Promise.all(publishAsync)\`, to the same Mosquitto in the same run. Runs
-alternate which goes first; one warm-up round of each is not counted. Ratio = agent throughput /
-bare loop throughput (medians); the goal is at least 0.8.
+What: N records waiting (the agent's in its SQLite outbox, the peer's in memory), the broker
+stopped for 3 s, then started again; timed from the moment it listens again to the last record at a
+persistent QoS 1 subscriber (a real client, counting). Both reconnect by themselves. The peer is
+\`bench/peers/tight-publisher.ts\`: mqtt.js, QoS 1, a bounded window of the broker's Receive
+Maximum, nothing else. Runs alternate which goes first. Ratio = agent throughput / peer throughput.
 
-| Mosquitto | bare loop | agent | ratio | bare runs (ms) | agent runs (ms) |
+| records | tight publisher | agent | ratio | agent reconnect p50 | peer runs (ms) | agent runs (ms) |
+|---|---|---|---|---|---|---|
+${rows.join('\n')}
+`);
+}
+
+if (want('ingest')) {
+  log('webhook ingest: agent vs one-commit-per-request peer, 16 clients ...');
+  const r = await benchIngest(4000, 16, 5);
+  log(JSON.stringify(r));
+  summary.push(`| Webhook ingest at 16 clients vs the one-commit-per-request peer (goal >= 1.5) | **${r.ratio}** (${ok(r.ratio, 1.5, false)}); p99 ${r.agent.p99Ms} vs ${r.peer.p99Ms} ms; ${r.agent.bytesPerRecord} vs ${r.peer.bytesPerRecord} bytes written per record |`);
+  sections.push(`## Webhook ingest
+
+What: ${r.requests} distinct signed records per run from ${r.concurrency} concurrent keep-alive clients, ${r.runs} runs
+alternating, against the agent (broker up, publishing what it stores) and \`bench/peers/webhook-peer.ts\`
+(HMAC check, JSON parse, one better-sqlite3 commit per request with WAL and synchronous=FULL, then 200).
+Both answer 200 only once the record's commit is on disk; the agent groups the commits of the requests
+that arrive while the previous commit's fsync runs. Bytes are what the process caused to be written
+(/proc/PID/io), the checkpoint after each run included. Every record is counted in both databases.
+
+| | answered per second (runs) | p50 | p99 | bytes written per record |
+|---|---|---|---|---|
+| peer | ${r.peer.perSecond.join(', ')} | ${r.peer.p50Ms} ms | ${r.peer.p99Ms} ms | ${r.peer.bytesPerRecord} |
+| agent | ${r.agent.perSecond.join(', ')} | ${r.agent.p50Ms} ms | ${r.agent.p99Ms} ms | ${r.agent.bytesPerRecord} |
+
+Ratio (medians): **${r.ratio}**.
+`);
+}
+
+if (want('startup')) {
+  log('start-up to the first retained chair state: agent vs bare loop, then 1M + 1M records ...');
+  const r = await benchStartup();
+  log(JSON.stringify(r));
+  summary.push(`| Start-up to the first retained chair state vs the bare loop (goal <= 1.3) | **${r.fresh.ratio}** (${ok(r.fresh.ratio, 1.3, true)}); with 1M undelivered + 1M expired records ${r.big.ratio} |`);
+  sections.push(`## Start-up
+
+What: from spawning the process to the first retained chair state at a subscriber (${r.chairs} chairs):
+\`chair-agent run\` (fresh database) against the bare poll-and-publish loop (\`bench/peers/bare-poller.ts\`),
+alternating; then the agent on a copy of a database holding ${r.big.rows.toLocaleString('en')} undelivered and
+${r.big.rows.toLocaleString('en')} expired records.
+
+| | median | runs (ms) |
+|---|---|---|
+| bare loop | ${r.fresh.bare.median} ms | ${r.fresh.bare.runs.join(', ')} |
+| agent, fresh database | ${r.fresh.agent.median} ms | ${r.fresh.agent.runs.join(', ')} |
+| agent, 1M undelivered + 1M expired | ${r.big.agent.median} ms | ${r.big.agent.runs.join(', ')} |
+`);
+}
+
+if (want('idle')) {
+  const windowSeconds = Number(process.env['BENCH_IDLE_SECONDS'] ?? 120);
+  const row = (name: string, f: Footprint): string =>
+    `| ${name} | ${f.rssMbMedian} MB (max ${f.rssMbMax}) | ${f.cpuSecondsPerHour} s | ${f.diskBytesPerHour} B | ${f.logBytesPerHour === null ? '-' : `${f.logBytesPerHour} B`} | ${f.listRequestsPerSecond} |`;
+  const results: IdleResult[] = [];
+  for (const chairs of [16, 1000]) {
+    log(`idle footprint: ${chairs} chairs polled every second, ${windowSeconds} s ...`);
+    const r = await benchIdleFootprint(windowSeconds, 20, chairs);
+    log(JSON.stringify(r));
+    results.push(r);
+  }
+  const [small, large] = results as [IdleResult, IdleResult];
+  const rssRatio = round(small.agent.rssMbMedian / small.bare.rssMbMedian, 2);
+  const cpuRatio = round(large.agent.cpuSecondsPerHour / large.bare.cpuSecondsPerHour, 2);
+  summary.push(`| Idle RSS vs the bare loop, 16 chairs (goal <= 1.0) | **${rssRatio}** (${ok(rssRatio, 1.0, true)}): ${small.agent.rssMbMedian} vs ${small.bare.rssMbMedian} MB |`);
+  summary.push(`| CPU at 1000 chairs vs the bare loop (goal <= 1.1) | **${cpuRatio}** (${ok(cpuRatio, 1.1, true)}): ${large.agent.cpuSecondsPerHour} vs ${large.bare.cpuSecondsPerHour} CPU-s per hour |`);
+  summary.push(`| Idle disk writes per hour | ${small.agent.diskBytesPerHour} B |`);
+  sections.push(`## Idle footprint and CPU per chair
+
+What: N idle chairs polled every second for ${windowSeconds} s (after a 20 s warm-up), measured from /proc:
+the agent (\`chair-agent run\`, default config: transaction sync every 30 s, HTTP listener, SQLite
+outbox, metrics) and the bare loop (\`bench/peers/bare-poller.ts\`: mqtt.js + undici, publishes a
+chair's state when it changed; no database, listener, sync or metrics), each against its own
+simulator, both to the same Mosquitto, at the same time.
+
+| process | RSS | CPU per hour | disk writes per hour | log bytes per hour | list requests per second |
 |---|---|---|---|---|---|
-${row(tuned, '`set_tcp_nodelay true`')}
-${row(plain, 'default config')}
-
-Why two rows: the agent keeps at most ${plain.window} records in flight, its \`mqtt.maxInflight\` (100)
-capped by the broker's Receive Maximum (${plain.window} on a default Mosquitto), which MQTT 5 requires a
-client to honour; the bare loop ignores it (Mosquitto 2.0 does not enforce it) and never waits. A
-client that waits on a full window meets Nagle's algorithm in a default Mosquitto
-(\`set_tcp_nodelay false\`): the broker holds back its small PUBACKs until a delayed TCP ACK, up to 40 ms, and on
-this 2-core machine that makes the agent's time swing between about 200 and 400 ms from run to run.
-With \`set_tcp_nodelay true\` in mosquitto.conf (recommended in the README) the stall is gone. The
-agent's own work (reading the records from SQLite in batches of 500, building each payload with its
-\`agent\` object, committing the delivered marks in batches as seq ranges without an fsync each) takes
-about 50 ms of the total.
+${row('agent, 16 chairs', small.agent)}
+${row('bare loop, 16 chairs', small.bare)}
+${row('agent, 1000 chairs', large.agent)}
+${row('bare loop, 1000 chairs', large.bare)}
 `);
 }
 
@@ -114,32 +151,12 @@ if (want('press')) {
   summary.push(`| Button press to control request (p50 / p99, ${r.debounceMs} ms debounce included) | ${r.p50} / ${r.p99} ms |`);
   sections.push(`## Press-to-request latency
 
-What: a staff button press on a simulated line (the sim GPIO driver, which debounces like onoff)
-to the moment the vendor simulator receives the control request, over ${r.presses} presses on 4 chairs.
-Included: the ${r.debounceMs} ms debounce (\`gpio.debounceMs\`), the start rules, the HTTP request on loopback.
+What: a staff button press on a simulated line (the sim GPIO driver) to the moment the vendor
+simulator receives the control request, over ${r.presses} presses on 4 chairs, the ${r.debounceMs} ms debounce included.
 
 | p50 | p99 | max |
 |---|---|---|
 | ${r.p50} ms | ${r.p99} ms | ${r.max} ms |
-
-Without the debounce the agent's own share is p50 ${round(r.p50 - r.debounceMs, 1)} ms.
-`);
-}
-
-if (want('ingest')) {
-  log('webhook ingest ...');
-  const r = await benchWebhookIngest();
-  log(JSON.stringify(r));
-  summary.push(`| Webhook ingest, signed, answered 200 after the commit | ${r.perSecond} per second |`);
-  sections.push(`## Webhook ingest
-
-What: ${r.requests} distinct signed transaction records POSTed to the agent's webhook by ${r.concurrency}
-concurrent connections; every one answered 200 only after its record was committed to SQLite
-(WAL, synchronous=FULL), then counted in the database (${r.stored} stored).
-
-| requests | seconds | answered 200 per second |
-|---|---|---|
-| ${r.requests} | ${r.seconds} | ${r.perSecond} |
 `);
 }
 
@@ -147,14 +164,13 @@ if (only.length === 0) {
   const text = `# Benchmarks
 
 Written by \`npm run bench\` (it builds, then runs \`node dist/bench/run.js\`) on
-${new Date().toISOString().slice(0, 10)}. Every figure comes from the same run, on this machine:
+${new Date().toISOString().slice(0, 10)}. Every figure comes from this one run, on this machine:
 
 ${machineDescription().join('\n')}
 
-Each benchmark starts its own Mosquitto on a free loopback port (aedes in-process when Mosquitto is
-not installed). Run some alone with \`npm run bench -- <names>\` (${NAMES.join(', ')}); that prints
-their figures without rewriting this file. A Raspberry Pi is slower than this machine; the
-comparisons (agent against a bare loop in the same run) carry over better than the absolute numbers.
+Each benchmark starts its own Mosquitto on a free loopback port. The peers are in \`bench/peers/\` and
+run in the same run, alternating with the agent where they take turns. Run some alone with
+\`npm run bench -- <names>\` (${NAMES.join(', ')}); that prints their figures without rewriting this file.
 
 | figure | value |
 |---|---|

@@ -36,9 +36,16 @@ export interface PublisherDeps {
   ackTimeoutMs?: number;
 }
 
+/** receivedAt is the same for a whole batch: formatted once. */
+let lastReceived = { at: Number.NaN, zone: '', text: '' };
+function receivedText(at: number, timeZone: string): string {
+  if (lastReceived.at !== at || lastReceived.zone !== timeZone) lastReceived = { at, zone: timeZone, text: formatIsoWithOffset(at, timeZone) };
+  return lastReceived.text;
+}
+
 /** The record as published: the vendor's fields verbatim, plus one object `agent`. */
 export function transactionPayload(rec: StoredRecord, siteId: string, timeZone: string): string {
-  const agent = JSON.stringify({ site: siteId, source: rec.source, receivedAt: formatIsoWithOffset(rec.receivedAt, timeZone), seq: rec.seq });
+  const agent = `{"site":${JSON.stringify(siteId)},"source":"${rec.source}","receivedAt":"${receivedText(rec.receivedAt, timeZone)}","seq":${rec.seq}}`;
   const body = rec.record.trimEnd();
   const inner = body.slice(1, -1).trim();
   return `{${inner}${inner === '' ? '' : ','}"agent":${agent}}`;
@@ -184,8 +191,14 @@ export class OutboxPublisher implements Component {
   }
 
   private pump(): void {
-    const { broker, outbox } = this.deps;
+    const { broker } = this.deps;
     if (!this.running || !broker.connected || this.retryTimer) return;
+    broker.batch(() => this.fill());
+  }
+
+  /** Fills the window; the broker sends what it adds in one write. */
+  private fill(): void {
+    const { outbox } = this.deps;
     try {
       while (this.inflight.size < this.window()) {
         if (this.queueAt >= this.queue.length) {

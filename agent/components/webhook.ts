@@ -1,12 +1,12 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { Clock } from '../clock.js';
 import type { Logger } from '../logger.js';
 import type { Metrics } from '../metrics.js';
 import { errorMessage } from '../errors.js';
 import { BodyTooLarge, readBody, sendJson } from '../http/body.js';
 import type { RefusalLog } from '../http/refusal-log.js';
 import { verifySignature } from '../http/sign.js';
-import { StoreError, type Outbox } from '../store/outbox.js';
+import type { GroupCommit } from '../store/group-commit.js';
+import { StoreError } from '../store/outbox.js';
 import { JsonError, parseVerbatim } from '../vendor/json.js';
 import { parseTransaction } from '../vendor/parse.js';
 
@@ -14,8 +14,8 @@ export const WEBHOOK_MAX_BYTES = 64 * 1024;
 
 export interface WebhookDeps {
   secret: string;
-  outbox: Outbox;
-  clock: Clock;
+  /** Where records are committed: concurrent requests share one commit. */
+  commits: GroupCommit;
   logger: Logger;
   metrics: Metrics;
   refusals: RefusalLog;
@@ -24,7 +24,7 @@ export interface WebhookDeps {
 /**
  * The vendor's webhook. In this order: size (413, before hashing), signature over the raw bytes
  * (401), shape (400: not JSON, nested deeper than 32 levels, not a transaction record: what can
- * never be stored), commit (200 only after it; 503 while the record cannot be stored durably, so
+ * never be stored), commit (200 only after it, shared with the requests that arrived meanwhile; 503 while the record cannot be stored durably, so
  * the vendor retries). Values are stored as sent (numbers keep their digits). A replayed record
  * answers 200 and is stored once.
  */
@@ -67,8 +67,8 @@ export function webhookHandler(deps: WebhookDeps): (req: IncomingMessage, res: S
       return refuse(res, 400, 'signed webhook is not a transaction record; refused', `not a transaction record: ${parsed}`, { problem: parsed });
     }
     try {
-      const inserted = deps.outbox.insert([parsed], 'webhook', deps.clock.now());
-      if (inserted > 0) {
+      const isNew = await deps.commits.add(parsed);
+      if (isNew) {
         deps.logger.info({ transactionId: parsed.transactionId, status: parsed.status, deviceId: parsed.deviceId }, 'transaction received by webhook');
       } else {
         deps.logger.debug({ transactionId: parsed.transactionId, status: parsed.status }, 'webhook repeated a known transaction');

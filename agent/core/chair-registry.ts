@@ -1,6 +1,6 @@
 import { EventEmitter } from 'node:events';
 import type { ChairReading } from '../vendor/vendor-api.js';
-import { chairStateFrom, sameChairState, type ChairState, type StateOptions } from './chair-state.js';
+import { chairStateFrom, sameChairState, sameReading, type ChairState, type StateOptions } from './chair-state.js';
 
 export interface ChairView {
   deviceId: string;
@@ -28,6 +28,10 @@ export interface RegistryOptions extends StateOptions {
  */
 export class ChairRegistry extends EventEmitter<RegistryEvents> {
   private readonly states = new Map<string, ChairState>();
+  /** The vendor's latest reading per chair, as given. */
+  private readonly readings = new Map<string, ChairReading>();
+  /** Chairs whose state holds an older ServerTime than their latest reading (converted when read). */
+  private readonly staleServerTime = new Set<string>();
   private readonly listed = new Set<string>();
   private readonly online = new Map<string, boolean>();
   private lastSuccessAt: number | null = null;
@@ -43,30 +47,48 @@ export class ChairRegistry extends EventEmitter<RegistryEvents> {
     this.listed.clear();
     for (const reading of readings) {
       this.listed.add(reading.deviceId);
-      this.applyReading(reading);
+      this.apply(reading);
     }
     this.refreshAvailability(now);
   }
 
-  /** One chair's state learned out of band (the status call while confirming a start). */
+  /**
+   * One chair's state learned out of band (the status call while confirming a start). The status
+   * answer may not carry the chair's names: those the chair had are kept.
+   */
   applyReading(reading: ChairReading): ChairState {
-    const next = chairStateFrom(reading, this.opts);
-    const prev = this.states.get(reading.deviceId);
-    if (!prev || !sameChairState(prev, next)) {
-      this.states.set(reading.deviceId, next);
-      this.emit('state', next);
-    } else if (prev.serverTime !== next.serverTime) {
-      // Keep the latest server time for whoever reads it next, without announcing a change.
-      this.states.set(reading.deviceId, next);
+    const prev = this.readings.get(reading.deviceId);
+    if (prev && (reading.deviceCode === null || reading.deviceName === null || reading.location === null)) {
+      reading = { ...reading, deviceCode: reading.deviceCode ?? prev.deviceCode, deviceName: reading.deviceName ?? prev.deviceName, location: reading.location ?? prev.location };
     }
+    return this.apply(reading);
+  }
+
+  /**
+   * Work in proportion to what changed: a chair whose reading is the same as last time (all but
+   * ServerTime) costs a comparison; its state is rebuilt, and announced, only when it differs.
+   */
+  private apply(reading: ChairReading): ChairState {
+    const prevReading = this.readings.get(reading.deviceId);
+    const prev = this.states.get(reading.deviceId);
+    this.readings.set(reading.deviceId, reading);
     if (!this.online.has(reading.deviceId)) this.online.set(reading.deviceId, false);
+    if (prev && prevReading && sameReading(prevReading, reading)) {
+      if (prevReading.serverTime !== reading.serverTime) this.staleServerTime.add(reading.deviceId);
+      return prev;
+    }
+    const next = chairStateFrom(reading, this.opts);
+    this.staleServerTime.delete(reading.deviceId);
+    this.states.set(reading.deviceId, next);
+    if (!prev || !sameChairState(prev, next)) this.emit('state', next);
     return next;
   }
 
   /** Re-evaluates freshness; call on a timer and after every poll, successful or not. */
   refreshAvailability(now: number): void {
     const fresh = this.isFresh(now);
-    for (const id of this.knownIds()) {
+    // Every known chair has an entry in `online` (expected ones from the start, listed ones when read).
+    for (const id of this.online.keys()) {
       const next = fresh && this.listed.has(id);
       if (this.online.get(id) !== next) {
         this.online.set(id, next);
@@ -94,7 +116,17 @@ export class ChairRegistry extends EventEmitter<RegistryEvents> {
 
   view(deviceId: string): ChairView | null {
     if (!this.online.has(deviceId) && !this.states.has(deviceId)) return null;
-    return { deviceId, state: this.states.get(deviceId) ?? null, online: this.online.get(deviceId) ?? false };
+    return { deviceId, state: this.state(deviceId), online: this.online.get(deviceId) ?? false };
+  }
+
+  /** The chair's state, with the latest ServerTime the vendor gave (converted only when asked). */
+  private state(deviceId: string): ChairState | null {
+    const state = this.states.get(deviceId);
+    if (!state) return null;
+    if (!this.staleServerTime.delete(deviceId)) return state;
+    const fresh = { ...state, serverTime: chairStateFrom(this.readings.get(deviceId) as ChairReading, this.opts).serverTime };
+    this.states.set(deviceId, fresh);
+    return fresh;
   }
 
   views(): ChairView[] {

@@ -59,6 +59,20 @@ export function chairStateFrom(reading: ChairReading, options: StateOptions): Ch
   };
 }
 
+/** Whether two vendor readings of a chair are the same in everything but ServerTime. */
+export function sameReading(a: ChairReading, b: ChairReading): boolean {
+  return (
+    a.status === b.status &&
+    a.seated === b.seated &&
+    a.leftMin === b.leftMin &&
+    a.leftSec === b.leftSec &&
+    a.firmwareVersion === b.firmwareVersion &&
+    a.deviceName === b.deviceName &&
+    a.deviceCode === b.deviceCode &&
+    a.location === b.location
+  );
+}
+
 /**
  * Whether two states differ in anything a subscriber cares about. serverTime is left out on
  * purpose: it moves on every poll and would turn every poll into a publish.

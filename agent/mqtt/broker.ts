@@ -60,6 +60,8 @@ export interface Broker extends EventEmitter<BrokerEvents> {
   /** Resolves once the first connection attempt has succeeded or failed. */
   firstAttempt(): Promise<void>;
   publish(topic: string, payload: string | Buffer, options: PublishOptions): Promise<void>;
+  /** Runs `fn`, whose publishes go out in one write (the socket is corked until the next tick). */
+  batch(fn: () => void): void;
   subscribe(filter: string, options?: SubscribeOptions): Promise<void>;
   unsubscribe(filter: string): Promise<void>;
   /** How many QoS 1 messages the broker accepts in flight (its Receive Maximum). */

@@ -73,6 +73,8 @@ export class MqttBroker extends EventEmitter<BrokerEvents> implements Broker {
       // Retained state is republished on every connect; nothing stale is queued while offline.
       queueQoSZero: false,
       rejectUnauthorized: o.rejectUnauthorized,
+      // mqtt.js formats debug lines on every packet unless told it has no logger.
+      log: () => undefined,
       will: { topic: o.will.topic, payload: Buffer.from(o.will.payload), qos: 1, retain: true },
       ...(o.protocolVersion === 5 ? { properties: { maximumPacketSize: MAX_INCOMING_PACKET_BYTES } } : {}),
     };
@@ -157,6 +159,16 @@ export class MqttBroker extends EventEmitter<BrokerEvents> implements Broker {
         }
       });
     });
+  }
+
+  batch(fn: () => void): void {
+    const stream = this.client?.stream as { cork?: () => void; uncork?: () => void } | undefined;
+    stream?.cork?.();
+    try {
+      fn();
+    } finally {
+      process.nextTick(() => stream?.uncork?.());
+    }
   }
 
   subscribe(filter: string, options: SubscribeOptions = {}): Promise<void> {

@@ -279,17 +279,28 @@ export class Outbox extends EventEmitter<OutboxEvents> {
    * state value (the sync cursor) so both land together. Returns how many were new.
    */
   insert(records: readonly TransactionRecord[], source: RecordSource, receivedAt: number, state?: { key: string; value: string }): number {
+    return this.insertEach(records, source, receivedAt, state).reduce((n, isNew) => n + (isNew ? 1 : 0), 0);
+  }
+
+  /**
+   * As insert(), and says for each record whether it was new (false: already stored, or an
+   * earlier record of the same call had its TransactionId and Status). One commit for all: the
+   * webhook's group commit rests on this.
+   */
+  insertEach(records: readonly TransactionRecord[], source: RecordSource, receivedAt: number, state?: { key: string; value: string }): boolean[] {
     this.ensureFile('storing transactions');
+    const flags = new Array<boolean>(records.length).fill(false);
     // Reading first keeps a run over known records from opening a write transaction at all.
-    const unique = this.guard('reading stored transactions', () => dedupe(records.filter((r) => !this.stmt.exists.get(r.transactionId, r.status))));
-    if (unique.length === 0 && state === undefined) return 0;
+    const fresh = this.guard('reading stored transactions', () => firstOfEach(records).filter((i) => !this.stmt.exists.get(records[i]!.transactionId, records[i]!.status)));
+    if (fresh.length === 0 && state === undefined) return flags;
     let inserted = 0;
     this.guard('storing transactions', () =>
       (this.db as Database.Database)
         .transaction(() => {
-          for (const r of unique) {
+          for (const i of fresh) {
+            const r = records[i] as TransactionRecord;
             const record = JSON.stringify(r.fields);
-            inserted += this.stmt.insert.run({
+            const changes = this.stmt.insert.run({
               transactionId: r.transactionId,
               status: r.status,
               deviceId: r.deviceId,
@@ -298,6 +309,8 @@ export class Outbox extends EventEmitter<OutboxEvents> {
               receivedAt,
               crc: crc32(record),
             }).changes;
+            flags[i] = changes > 0;
+            inserted += changes;
           }
           if (inserted > 0) this.stmt.count.run(inserted, 'pending');
           if (state) this.stmt.setState.run(state.key, state.value);
@@ -306,7 +319,7 @@ export class Outbox extends EventEmitter<OutboxEvents> {
     );
     this.succeeded();
     if (inserted > 0) this.emit('inserted', inserted);
-    return inserted;
+    return flags;
   }
 
   /** Undelivered, unparked records after `afterSeq`, oldest first. */
@@ -514,14 +527,17 @@ function runs(seqs: readonly number[]): [number, number][] {
 }
 
 /** Keeps the first of records that repeat (TransactionId, Status) within one batch. */
-function dedupe(records: readonly TransactionRecord[]): TransactionRecord[] {
+/** Indexes of the first record of each (TransactionId, Status), in order. */
+function firstOfEach(records: readonly TransactionRecord[]): number[] {
   const seen = new Set<string>();
-  return records.filter((r) => {
+  const out: number[] = [];
+  records.forEach((r, i) => {
     const key = `${r.transactionId}\u0000${r.status}`;
-    if (seen.has(key)) return false;
+    if (seen.has(key)) return;
     seen.add(key);
-    return true;
+    out.push(i);
   });
+  return out;
 }
 
 /** Whether a stored record's text is what was stored: its checksum, or (older rows) that it is a JSON object. */

@@ -3,7 +3,7 @@ import { writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-export const MAIN = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'agent', 'main.js');
+export const MAIN = process.env['BENCH_AGENT_MAIN'] ?? join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'agent', 'main.js');
 
 export interface BenchAgent {
   child: ChildProcess;
@@ -21,7 +21,7 @@ export function writeAgentConfig(dir: string, body: string): string {
 
 /** The built agent as a separate process, the way systemd runs it. */
 export function startAgent(configPath: string): BenchAgent {
-  const child = spawn(process.execPath, [MAIN, 'run', '--config', configPath], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [MAIN, 'run', '--config', configPath], { stdio: ['ignore', 'pipe', 'pipe'], env: process.env });
   let bytes = 0;
   let text = '';
   child.stdout?.on('data', (d: Buffer) => {

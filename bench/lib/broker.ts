@@ -1,5 +1,5 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { createServer, type Server, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -31,6 +31,8 @@ export interface BrokerOptions {
   tcpNoDelay?: boolean;
   /** More mosquitto.conf lines (message_size_limit, acl_file...); Mosquitto only. */
   extra?: string;
+  /** Keep sessions across a restart (a persistent subscriber's queue survives the broker's outage). */
+  persistent?: boolean;
 }
 
 /** A real broker on a free loopback port: Mosquitto when installed, else aedes in-process. */
@@ -42,10 +44,11 @@ export async function startBroker(options: BrokerOptions = {}): Promise<TestBrok
 
 async function startMosquitto(bin: string, port: number, options: BrokerOptions): Promise<TestBroker> {
   const dir = mkdtempSync(join(tmpdir(), 'mosq-'));
+  chmodSync(dir, 0o777); // Mosquitto started as root writes its persistence file as the mosquitto user
   const conf = join(dir, 'mosquitto.conf');
   writeFileSync(
     conf,
-    `listener ${port} 127.0.0.1\nallow_anonymous true\npersistence false\nmax_queued_messages 100000\n${options.tcpNoDelay ? 'set_tcp_nodelay true\n' : ''}${options.extra ?? ''}`,
+    `listener ${port} 127.0.0.1\nallow_anonymous true\n${options.persistent ? `persistence true\npersistence_location ${dir}/\nautosave_interval 0\n` : 'persistence false\n'}max_queued_messages 10000000\n${options.tcpNoDelay ? 'set_tcp_nodelay true\n' : ''}${options.extra ?? ''}`,
   );
   let child: ChildProcess | null = null;
   const launch = async (): Promise<void> => {

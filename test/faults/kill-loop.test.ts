@@ -91,12 +91,16 @@ log: {level: warn}
     const vendorFinished = sim.model.transactions.map((t) => key(t.record));
     const final = AgentProcess.start(['run', '--config', configPath]);
     const received = (): Set<string> => new Set(sub.messages.map((m) => key(JSON.parse(m.text) as Record<string, unknown>)));
+    const missing = (): { acknowledged: string[]; vendor: string[] } => {
+      const got = received();
+      return { acknowledged: [...acknowledged.keys()].filter((k) => !got.has(k)), vendor: vendorFinished.filter((k) => !got.has(k)) };
+    };
     await waitFor(
       () => {
-        const got = received();
-        return [...acknowledged.keys(), ...vendorFinished].every((k) => got.has(k));
+        const m = missing();
+        return m.acknowledged.length + m.vendor.length === 0;
       },
-      'every acknowledged and every vendor record at the subscriber',
+      () => `every acknowledged and every vendor record at the subscriber; missing ${JSON.stringify(missing()).slice(0, 2000)}\n${(final.raw + final.stderr).slice(-3000)}`,
       60_000,
     );
     const backlog = async (): Promise<{ pending: number }> => {

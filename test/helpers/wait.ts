@@ -2,7 +2,7 @@
  * Waits until `check` returns a truthy value, re-checking on a short interval. For conditions
  * that have no event to await (a file, another process's state); never a fixed sleep.
  */
-export async function waitFor<T>(check: () => T | Promise<T>, what: string, timeoutMs = 15_000): Promise<NonNullable<T>> {
+export async function waitFor<T>(check: () => T | Promise<T>, what: string | (() => string), timeoutMs = 15_000): Promise<NonNullable<T>> {
   const deadline = Date.now() + timeoutMs;
   let last: unknown;
   for (;;) {
@@ -12,7 +12,7 @@ export async function waitFor<T>(check: () => T | Promise<T>, what: string, time
     } catch (err) {
       last = err;
     }
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${last ? ` (last error: ${String(last)})` : ''}`);
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${typeof what === "function" ? what() : what}${last ? ` (last error: ${String(last)})` : ''}`);
     await new Promise((r) => setTimeout(r, 20));
   }
 }

@@ -9,6 +9,7 @@ import { HttpListener } from '../../agent/http/listener.js';
 import { signBody } from '../../agent/http/sign.js';
 import { silentLogger } from '../../agent/logger.js';
 import { Metrics } from '../../agent/metrics.js';
+import { GroupCommit } from '../../agent/store/group-commit.js';
 import { Outbox } from '../../agent/store/outbox.js';
 import { vendorRecord } from '../helpers/records.js';
 
@@ -17,20 +18,22 @@ const SECRET = 'webhook-test-secret';
 interface Site {
   listener: HttpListener;
   outbox: Outbox;
+  dbPath: string;
   url: string;
 }
 
 async function site(maxSizeMb?: number): Promise<Site> {
-  const outbox = new Outbox({ path: join(mkdtempSync(join(tmpdir(), 'wh-')), 'agent.db'), maxSizeMb });
+  const dbPath = join(mkdtempSync(join(tmpdir(), 'wh-')), 'agent.db');
+  const outbox = new Outbox({ path: dbPath, maxSizeMb });
   outbox.open();
   const listener = new HttpListener({ host: '127.0.0.1', port: 0, logger: silentLogger(), headersTimeoutMs: 500, requestTimeoutMs: 1_000, clock: systemClock });
   listener.route(
     'POST',
     '/vendor/webhook',
-    webhookHandler({ secret: SECRET, outbox, clock: systemClock, logger: silentLogger(), metrics: new Metrics({ defaultMetrics: false }), refusals: listener.refusals }),
+    webhookHandler({ secret: SECRET, commits: new GroupCommit(outbox, 'webhook', systemClock), logger: silentLogger(), metrics: new Metrics({ defaultMetrics: false }), refusals: listener.refusals }),
   );
   await listener.start();
-  return { listener, outbox, url: `http://127.0.0.1:${listener.address().port}/vendor/webhook` };
+  return { listener, outbox, dbPath, url: `http://127.0.0.1:${listener.address().port}/vendor/webhook` };
 }
 
 async function post(url: string, body: string | Buffer, headers: Record<string, string> = {}): Promise<{ status: number; body: unknown }> {
@@ -67,6 +70,24 @@ describe('webhook receiver', () => {
     expect(answers.map((a) => a.status)).toEqual(Array(10).fill(200));
     const id = (JSON.parse(body) as { TransactionId: string }).TransactionId;
     expect(s.outbox.pending(0, 1000).filter((r) => r.transactionId === id)).toHaveLength(1);
+  });
+
+  it('answers each of many concurrent webhooks only once its record can be read from the file by another connection', async () => {
+    const reader = new Outbox({ path: s.dbPath, readonly: true });
+    reader.open();
+    try {
+      const recs = Array.from({ length: 40 }, () => vendorRecord());
+      const seenAtAnswer = await Promise.all(
+        recs.map(async (rec) => {
+          const body = JSON.stringify(rec);
+          const r = await post(s.url, body, signed(body));
+          return { status: r.status, stored: reader.find(String(rec['TransactionId']), String(rec['Status'])) !== undefined };
+        }),
+      );
+      expect(seenAtAnswer).toEqual(Array(40).fill({ status: 200, stored: true }));
+    } finally {
+      reader.close();
+    }
   });
 
   it.each([

@@ -35,6 +35,22 @@ describe('chair registry', () => {
     expect(avail).toEqual(['A:online', 'B:online']);
   });
 
+  it('keeps the chair\'s names when a status read does not carry them', () => {
+    const { reg } = registry();
+    reg.applyList([chair('A', { deviceCode: 'C-1', deviceName: 'Chair one', location: 'Mall 3F' })], 0);
+    const after = reg.applyReading(chair('A', { status: 'Running', leftMin: 5, leftSec: 0 }));
+    expect(after).toMatchObject({ status: 'Running', deviceCode: 'C-1', deviceName: 'Chair one', location: 'Mall 3F' });
+    expect(reg.view('A')?.state).toMatchObject({ deviceName: 'Chair one' });
+  });
+
+  it('gives the latest ServerTime on read without announcing a change', () => {
+    const { reg, states } = registry();
+    reg.applyList([chair('A', { serverTime: '2026-11-22 10:00:00' })], 0);
+    reg.applyList([chair('A', { serverTime: '2026-11-22 10:00:01' })], 1000);
+    expect(states).toEqual(['A:Available']);
+    expect(reg.view('A')?.state?.serverTime).toBe('2026-11-22T10:00:01+07:00');
+  });
+
   it('turns every chair offline when no poll succeeds for three periods, and back when one does', () => {
     const { reg, avail } = registry();
     reg.applyList([chair('A')], 0);

@@ -2,14 +2,14 @@
  * The baseline for the idle footprint: what a bare mqtt.js script does for the same job. It polls
  * the chair list every second with undici, and publishes each chair's state, retained, when
  * it changed. No database, no HTTP listener, no GPIO, no transaction sync.
- * Usage: node dist/bench/bare-poller.js VENDOR_URL API_KEY BROKER_URL
+ * Usage: node dist/bench/peers/bare-poller.js VENDOR_URL API_KEY BROKER_URL [POLL_SECONDS] [TOPIC_PREFIX]
  */
 import mqtt from 'mqtt';
 import { request } from 'undici';
 
-const [vendorUrl, apiKey, brokerUrl] = process.argv.slice(2);
+const [vendorUrl, apiKey, brokerUrl, pollSeconds = '1', prefix = 'bare'] = process.argv.slice(2);
 if (!vendorUrl || !apiKey || !brokerUrl) throw new Error('usage: bare-poller VENDOR_URL API_KEY BROKER_URL');
-const client = mqtt.connect(brokerUrl, { clientId: 'bare-poller' });
+const client = mqtt.connect(brokerUrl, { clientId: `bare-poller-${prefix}` });
 const last = new Map<string, string>();
 
 async function poll(): Promise<void> {
@@ -21,13 +21,13 @@ async function poll(): Promise<void> {
       const text = JSON.stringify({ deviceId: chair.DeviceId, ...state });
       if (last.get(chair.DeviceId) !== text && client.connected) {
         last.set(chair.DeviceId, text);
-        client.publish(`bare/chairs/${chair.DeviceId}`, text, { qos: 1, retain: true });
+        client.publish(`${prefix}/chairs/${chair.DeviceId}`, text, { qos: 1, retain: true });
       }
     }
   } catch {
     // next second
   }
-  setTimeout(() => void poll(), 1000);
+  setTimeout(() => void poll(), Number(pollSeconds) * 1000);
 }
 
 void poll();
