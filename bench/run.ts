@@ -13,10 +13,11 @@ import { machineDescription } from './lib/machine.js';
 import { median, round } from './lib/stats.js';
 import { machineLimits } from './limits.js';
 import { benchPressLatency } from './press-latency.js';
+import { benchSiteTraffic } from './site-traffic.js';
 import { benchStartup } from './startup.js';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
-const NAMES = ['limits', 'flush', 'ingest', 'startup', 'idle', 'press'] as const;
+const NAMES = ['limits', 'flush', 'ingest', 'startup', 'idle', 'press', 'traffic'] as const;
 const only = process.argv.slice(2);
 for (const n of only) if (!(NAMES as readonly string[]).includes(n)) throw new Error(`unknown benchmark ${n}; names: ${NAMES.join(', ')}`);
 const want = (name: (typeof NAMES)[number]): boolean => only.length === 0 || only.includes(name);
@@ -157,6 +158,23 @@ simulator receives the control request, over ${r.presses} presses on 4 chairs, t
 | p50 | p99 | max |
 |---|---|---|
 | ${r.p50} ms | ${r.p99} ms | ${r.max} ms |
+`);
+}
+
+if (want('traffic')) {
+  log('site traffic: 48 sessions against the simulator ...');
+  const r = await benchSiteTraffic();
+  log(JSON.stringify(r));
+  summary.push(`| A busy site's traffic to its broker (docs/FLEET.md) | ${r.perHour.messages} messages, ${Math.round(r.perHour.bytes / 1024)} KiB per hour |`);
+  sections.push(`## Site traffic (for the fleet's capacity, docs/FLEET.md)
+
+What: ${r.sessions} paid sessions on 16 simulated chairs (a minute lasts 100 ms, webhooks on), every message the agent
+published counted at a subscriber with its size as an MQTT PUBLISH. Per session: ${r.perSession.transactions.messages} transaction
+messages (${r.perSession.transactions.bytes} bytes) and ${r.perSession.other.messages} other messages (state changes, bridge/info; ${r.perSession.other.bytes} bytes).
+A running chair's state message: ${r.runningStateBytes} bytes, once per poll (its remaining time moves).
+
+Busy-site hour, composed from those figures: ${r.profile.chairs} chairs busy ${r.profile.busyShare * 100}% of the time in
+${r.profile.sessionMinutes}-minute sessions, polled every ${r.profile.pollSeconds} s: **${r.perHour.messages} messages, ${r.perHour.bytes} bytes**.
 `);
 }
 

@@ -33,12 +33,15 @@ export interface BrokerOptions {
   extra?: string;
   /** Keep sessions across a restart (a persistent subscriber's queue survives the broker's outage). */
   persistent?: boolean;
+  /** The listener section in place of a plain anonymous one (TLS, certificates, ACL); Mosquitto only. */
+  listener?: (port: number) => string;
 }
 
 /** A real broker on a free loopback port: Mosquitto when installed, else aedes in-process. */
 export async function startBroker(options: BrokerOptions = {}): Promise<TestBroker> {
   const port = await freePort();
   const bin = mosquittoPath();
+  if (!bin && options.listener) throw new Error('this broker needs Mosquitto (TLS, ACLs or bridges): apt-get install mosquitto');
   return bin ? startMosquitto(bin, port, options) : startAedes(port);
 }
 
@@ -48,7 +51,7 @@ async function startMosquitto(bin: string, port: number, options: BrokerOptions)
   const conf = join(dir, 'mosquitto.conf');
   writeFileSync(
     conf,
-    `listener ${port} 127.0.0.1\nallow_anonymous true\n${options.persistent ? `persistence true\npersistence_location ${dir}/\nautosave_interval 0\n` : 'persistence false\n'}max_queued_messages 10000000\n${options.tcpNoDelay ? 'set_tcp_nodelay true\n' : ''}${options.extra ?? ''}`,
+    `${options.listener ? options.listener(port) : `listener ${port} 127.0.0.1\nallow_anonymous true`}\n${options.persistent ? `persistence true\npersistence_location ${dir}/\nautosave_interval 0\n` : 'persistence false\n'}max_queued_messages 10000000\n${options.tcpNoDelay ? 'set_tcp_nodelay true\n' : ''}${options.extra ?? ''}`,
   );
   let child: ChildProcess | null = null;
   const launch = async (): Promise<void> => {
