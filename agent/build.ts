@@ -11,6 +11,12 @@ import type { Component } from './components/component.js';
 import { Poller } from './components/poller.js';
 import { webhookHandler } from './components/webhook.js';
 import { GroupCommit } from './store/group-commit.js';
+import { bridgeApiHandlers } from './bridge-api.js';
+import { locationFilter } from './core/location.js';
+import { BridgeRequests } from './mqtt/bridge-requests.js';
+import { HaDiscovery } from './mqtt/ha-discovery.js';
+import { StartCorrelation } from './start/start-correlation.js';
+import { StatusPage } from './http/status-page.js';
 import { TransactionSync } from './components/transaction-sync.js';
 import { OutboxPublisher } from './components/outbox-publisher.js';
 import { Retention } from './components/retention.js';
@@ -24,7 +30,7 @@ import { MqttBroker } from './mqtt/mqtt-broker.js';
 import { MqttBridge } from './mqtt/bridge.js';
 import { MqttStartCommands } from './mqtt/start-commands.js';
 import { OFFLINE, Topics } from './mqtt/topics.js';
-import type { VendorApi } from './vendor/vendor-api.js';
+import type { TransactionRecord, VendorApi } from './vendor/vendor-api.js';
 import { UndiciVendorApi } from './vendor/undici-vendor-api.js';
 import { Outbox } from './store/outbox.js';
 import { monotonicScheduler, type Scheduler } from './scheduler.js';
@@ -35,7 +41,7 @@ import { GpiodDriver } from './gpio/gpiod-driver.js';
 import type { Bias } from './gpio/gpiod-binding.js';
 import { SimGpioDriver } from './gpio/sim-driver.js';
 import { simGpioRoutes } from './gpio/sim-routes.js';
-import { StartService } from './start/start-service.js';
+import { StartService, type StartOutcome, type StartRequest } from './start/start-service.js';
 
 /** The whole stop must fit in the 10 s the interface allows, with room to spare. */
 const STOP_BUDGET_MS = 9_000;
@@ -167,6 +173,9 @@ export function build(config: Config, deps: AgentDeps): Agent {
   const outbox = deps.outbox ?? new Outbox({ path: config.storage.path, maxSizeMb: config.storage.maxSizeMb });
   const scheduler = deps.scheduler ?? monotonicScheduler(config.site.timezone, clock, child('scheduler'));
   const vendorClock = new VendorClock();
+  const location = locationFilter(config.vendor.location);
+  const correlation = new StartCorrelation(clock, vendorClock, config.site.timezone);
+  const annotate = (r: TransactionRecord): string | null => correlation.annotate(r);
   const gpio = deps.gpio ?? gpioFromConfig(config, clock, logger);
   const registry = registryFor(config);
 
@@ -192,6 +201,7 @@ export function build(config: Config, deps: AgentDeps): Agent {
     maxRetryAfterMs: config.vendor.maxRetryAfterSeconds * 1000,
     timeZone: config.site.timezone,
     onPoll: (ok) => metrics.polls.inc({ outcome: ok ? 'ok' : 'error' }),
+    keepChair: location?.chair,
   });
   const sync = new TransactionSync({
     vendor,
@@ -211,6 +221,8 @@ export function build(config: Config, deps: AgentDeps): Agent {
       timeFormat: config.transactions.timeFormat,
       timeZone: config.site.timezone,
     },
+    keep: location?.record,
+    annotate,
   });
   const publisher = new OutboxPublisher({
     outbox,
@@ -238,6 +250,45 @@ export function build(config: Config, deps: AgentDeps): Agent {
     maxMinutes: config.start.maxMinutes,
     knownChairs: () => registry.knownIds(),
   });
+  const onStarting = (deviceId: string, minutes: number, request: StartRequest): void => correlation.starting(deviceId, minutes, request);
+  // Only a start the vendor refused or never got is forgotten: a refusal by the rules (busy...) is
+  // not the remembered start, and one whose fate is unknown (not_confirmed) may have run.
+  const onStartFinished = (outcome: StartOutcome): void => {
+    if (!outcome.ok && outcome.error.startsWith('vendor_')) correlation.failed(outcome.deviceId);
+  };
+  const correlating: Component = {
+    name: 'start-correlation',
+    start: () => {
+      starts.on('starting', onStarting);
+      starts.on('finished', onStartFinished);
+    },
+    stop: () => {
+      starts.off('starting', onStarting);
+      starts.off('finished', onStartFinished);
+    },
+  };
+  const bridgeRequests = new BridgeRequests({
+    broker,
+    topics,
+    logger: child('bridge-requests'),
+    metrics,
+    handlers: bridgeApiHandlers({ ...sources, sync, topics, rootLogger: logger, logger: child('bridge-requests') }),
+  });
+  const homeassistant: Component[] = config.homeassistant.enabled
+    ? [
+        new HaDiscovery({
+          broker,
+          topics,
+          registry,
+          store: outbox,
+          logger: child('homeassistant'),
+          prefix: config.homeassistant.discoveryPrefix,
+          siteId: config.site.id,
+          version: agentVersion(),
+          configured: config.gpio.chairs.map((c) => c.deviceId),
+        }),
+      ]
+    : [];
 
   // GPIO: lines are optional equipment. If they cannot be had, the agent runs on without them.
   const ledSpecs = [
@@ -258,6 +309,8 @@ export function build(config: Config, deps: AgentDeps): Agent {
     metrics,
   });
   const indicators = new Indicators({ leds, registry, starts, health, chairs: config.gpio.chairs.map((c) => c.deviceId) });
+  const statusPage = new StatusPage({ ...sources, starts, leds, indicators, logger: child('status-page') });
+  statusPage.routes(http);
   const gpioComponent: Component = {
     name: 'gpio',
     async start() {
@@ -286,7 +339,7 @@ export function build(config: Config, deps: AgentDeps): Agent {
   // The file is looked at every 30 s as well as before each write (a stat: no disk write), so a
   // database deleted while the box is idle is recreated, its waiting records kept, and reported.
   let fileCheck: Timer | null = null;
-  const webhookCommits = new GroupCommit(outbox, 'webhook', clock);
+  const webhookCommits = new GroupCommit(outbox, 'webhook', clock, annotate);
   const store: Component = {
     name: 'store',
     start: () => {
@@ -321,7 +374,7 @@ export function build(config: Config, deps: AgentDeps): Agent {
   outbox.on('delivered', () => bridge.infoSoon());
 
   if (config.webhook.enabled && config.webhook.channelSecret) {
-    http.route('POST', config.webhook.path, webhookHandler({ secret: config.webhook.channelSecret, commits: webhookCommits, logger: child('webhook'), metrics, refusals: http.refusals }));
+    http.route('POST', config.webhook.path, webhookHandler({ secret: config.webhook.channelSecret, commits: webhookCommits, keep: location?.record, logger: child('webhook'), metrics, refusals: http.refusals }));
   }
   http.route('GET', '/healthz', (_req, res) => sendJson(res, health.ok ? 200 : 503, health.snapshot()));
   http.route('GET', '/metrics', async (_req, res) => {
@@ -349,7 +402,11 @@ export function build(config: Config, deps: AgentDeps): Agent {
     indicators,
     buttons,
     gpioCheck,
+    correlating,
+    statusPage,
     startCommands,
+    bridgeRequests,
+    ...homeassistant,
   ];
   const started: Component[] = [];
 

@@ -40,10 +40,15 @@ export interface LoggerOptions {
   secrets?: readonly string[];
 }
 
+/** Every logger of a family (the root and its children, weakly held), so a level change reaches them all. */
+const families = new WeakMap<Logger, Set<WeakRef<Logger>>>();
+
 export function createLogger(options: LoggerOptions): Logger {
-  return pino(
+  const members = new Set<WeakRef<Logger>>();
+  const root = pino(
     {
       level: options.level,
+      onChild: (child) => void members.add(new WeakRef(child)),
       base: options.base ?? {},
       redact: { paths: REDACT_PATHS, censor: '[redacted]' },
       timestamp: pino.stdTimeFunctions.isoTime,
@@ -51,6 +56,22 @@ export function createLogger(options: LoggerOptions): Logger {
     },
     scrubbing(options.destination ?? pino.destination({ fd: 1, sync: false }), options.secrets ?? []),
   );
+  families.set(root, members);
+  return root;
+}
+
+/**
+ * Sets the level of a logger made by createLogger and of every child made from it since (pino
+ * copies the level into a child when it is made). Until the next restart: log.level in the
+ * config is what a start uses.
+ */
+export function setLogLevel(root: Logger, level: LevelWithSilent): void {
+  root.level = level;
+  for (const ref of families.get(root) ?? []) {
+    const child = ref.deref();
+    if (child) child.level = level;
+    else families.get(root)?.delete(ref);
+  }
 }
 
 function scrubbing(dest: DestinationStream, secrets: readonly string[]): DestinationStream {

@@ -5,6 +5,7 @@ export function secretValues(config: Config): string[] {
   const out = [config.vendor.apiKey];
   if (config.webhook.channelSecret) out.push(config.webhook.channelSecret);
   if (config.mqtt.password) out.push(config.mqtt.password);
+  if (config.http.adminToken) out.push(config.http.adminToken);
   for (const url of [config.mqtt.url, config.vendor.baseUrl]) {
     try {
       const p = new URL(url).password;

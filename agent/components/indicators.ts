@@ -41,6 +41,12 @@ export class Indicators implements Component {
     this.deps.leds.set(STATUS_LED, statusLedPattern(health.get('vendor').ok, health.get('broker').ok, health.get('gpio').ok));
   }
 
+  /** Sets every LED to what it should show now (after something else drove them, e.g. an LED walk). */
+  refresh(): void {
+    for (const id of this.deps.chairs) this.update(id);
+    this.updateStatus();
+  }
+
   start(): void {
     const { registry, starts, health } = this.deps;
     registry.on('state', this.onState);

@@ -91,6 +91,11 @@ export class LedController implements Component {
     this.render();
   }
 
+  /** The LEDs that could be opened, in config order. */
+  names(): string[] {
+    return [...this.leds.values()].filter((l) => l.output !== null).map((l) => l.name);
+  }
+
   /** What an LED shows now: its pattern, or 'flash' while failure flashes run. */
   shown(name: string): LedPattern | null {
     const led = this.leds.get(name);

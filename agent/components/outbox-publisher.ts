@@ -45,7 +45,8 @@ function receivedText(at: number, timeZone: string): string {
 
 /** The record as published: the vendor's fields verbatim, plus one object `agent`. */
 export function transactionPayload(rec: StoredRecord, siteId: string, timeZone: string): string {
-  const agent = `{"site":${JSON.stringify(siteId)},"source":"${rec.source}","receivedAt":"${receivedText(rec.receivedAt, timeZone)}","seq":${rec.seq}}`;
+  const startRequest = rec.startRequest ? `,"startRequest":${rec.startRequest}` : '';
+  const agent = `{"site":${JSON.stringify(siteId)},"source":"${rec.source}","receivedAt":"${receivedText(rec.receivedAt, timeZone)}","seq":${rec.seq}${startRequest}}`;
   const body = rec.record.trimEnd();
   const inner = body.slice(1, -1).trim();
   return `{${inner}${inner === '' ? '' : ','}"agent":${agent}}`;

@@ -2,7 +2,7 @@ import type { Clock, Timer } from '../clock.js';
 import type { Logger } from '../logger.js';
 import type { Health } from '../health.js';
 import type { ChairRegistry } from '../core/chair-registry.js';
-import type { VendorApi } from '../vendor/vendor-api.js';
+import type { ChairReading, VendorApi } from '../vendor/vendor-api.js';
 import { isVendorError } from '../vendor/errors.js';
 import { errorMessage } from '../errors.js';
 import { boundedRetryAfter } from '../core/backoff.js';
@@ -21,6 +21,8 @@ export interface PollerDeps {
   maxRetryAfterMs: number;
   timeZone: string;
   onPoll?: (ok: boolean) => void;
+  /** vendor.location: chairs of other sites are left out. */
+  keepChair?: ((chair: ChairReading) => boolean) | undefined;
 }
 
 /**
@@ -86,7 +88,7 @@ export class Poller implements Component {
       const sent = clock.monotonic();
       const list = await vendor.listChairs({ signal: this.abort?.signal, retries: 0 });
       const received = clock.monotonic();
-      registry.applyList(list.chairs, received);
+      registry.applyList(this.deps.keepChair ? list.chairs.filter(this.deps.keepChair) : list.chairs, received);
       health.lastPollAt = clock.now();
       const serverTime = list.chairs.find((c) => c.serverTime !== null)?.serverTime;
       if (serverTime && this.deps.vendorClock.observe(serverTime, sent, received)) this.checkClock();

@@ -6,8 +6,8 @@ import type { Scheduler, ScheduledJob } from '../scheduler.js';
 import { errorMessage } from '../errors.js';
 import type { VendorClock } from '../core/vendor-clock.js';
 import { formatIsoWithOffset, formatNaive, instantToNaive, naiveToInstant, parseNaive } from '../core/vendor-time.js';
-import { StoreError, type Outbox } from '../store/outbox.js';
-import type { VendorApi } from '../vendor/vendor-api.js';
+import { StoreError, type Annotate, type Outbox } from '../store/outbox.js';
+import type { TransactionRecord, VendorApi } from '../vendor/vendor-api.js';
 import type { Component } from './component.js';
 
 export type TimeFormat = 'local' | 'iso' | 'unix' | 'unix-ms';
@@ -39,6 +39,10 @@ export interface SyncDeps {
   health: Health;
   metrics: Metrics;
   settings: SyncSettings;
+  /** vendor.location: records of other sites are left out. */
+  keep?: ((record: TransactionRecord) => boolean) | undefined;
+  /** POS correlation for the records stored. */
+  annotate?: Annotate | undefined;
 }
 
 export interface SyncResult {
@@ -204,10 +208,12 @@ export class TransactionSync implements Component {
       const first = page.records[0] ? `${page.records[0].transactionId}/${page.records[0].status}` : '';
       if (pageNo > 0 && first !== '' && first === previousFirst) throw new Error('the vendor returned the same page twice: it does not honour offset');
       previousFirst = first;
-      const n = outbox.insert(page.records, 'poll', clock.now());
+      const kept = this.deps.keep ? page.records.filter(this.deps.keep) : page.records;
+      const n = outbox.insert(kept, 'poll', clock.now(), undefined, this.deps.annotate);
       inserted += n;
       metrics.syncRecords.inc({ outcome: 'new' }, n);
-      metrics.syncRecords.inc({ outcome: 'known' }, page.records.length - n);
+      metrics.syncRecords.inc({ outcome: 'known' }, kept.length - n);
+      if (kept.length < page.records.length) metrics.syncRecords.inc({ outcome: 'other_location' }, page.records.length - kept.length);
       if (page.size === 0) {
         // The short page before was the last after all: its size is not the vendor's cap.
         if (shortPage !== null && this.notCap.size < 64) this.notCap.add(shortPage);

@@ -9,6 +9,7 @@ import type { GroupCommit } from '../store/group-commit.js';
 import { StoreError } from '../store/outbox.js';
 import { JsonError, parseVerbatim } from '../vendor/json.js';
 import { parseTransaction } from '../vendor/parse.js';
+import type { TransactionRecord } from '../vendor/vendor-api.js';
 
 export const WEBHOOK_MAX_BYTES = 64 * 1024;
 
@@ -16,6 +17,8 @@ export interface WebhookDeps {
   secret: string;
   /** Where records are committed: concurrent requests share one commit. */
   commits: GroupCommit;
+  /** vendor.location: a record of another site is answered 200 (so it is not resent) and not stored. */
+  keep?: ((record: TransactionRecord) => boolean) | undefined;
   logger: Logger;
   metrics: Metrics;
   refusals: RefusalLog;
@@ -65,6 +68,10 @@ export function webhookHandler(deps: WebhookDeps): (req: IncomingMessage, res: S
     const parsed = parseTransaction(body);
     if (typeof parsed === 'string') {
       return refuse(res, 400, 'signed webhook is not a transaction record; refused', `not a transaction record: ${parsed}`, { problem: parsed });
+    }
+    if (deps.keep && !deps.keep(parsed)) {
+      deps.logger.info({ transactionId: parsed.transactionId, location: String(parsed.fields['Location'] ?? '').slice(0, 64) }, 'webhook transaction of another location; not stored');
+      return answer(res, 200, {});
     }
     try {
       const isNew = await deps.commits.add(parsed);

@@ -34,6 +34,7 @@ export const SECRETS: readonly SecretSpec[] = [
   { path: SECRET_PATHS[0], env: 'CHAIR_AGENT_VENDOR_API_KEY', credential: 'vendor-api-key' },
   { path: SECRET_PATHS[1], env: 'CHAIR_AGENT_WEBHOOK_SECRET', credential: 'webhook-secret' },
   { path: SECRET_PATHS[2], env: 'CHAIR_AGENT_MQTT_PASSWORD', credential: 'mqtt-password' },
+  { path: SECRET_PATHS[3], env: 'CHAIR_AGENT_ADMIN_TOKEN', credential: 'admin-token' },
 ];
 
 export interface ConfigSources {

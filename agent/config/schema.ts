@@ -55,6 +55,13 @@ const vendor = z.strictObject({
     .min(1)
     .default(['Available'])
     .describe('Vendor Status values that mean the chair is idle and may be started'),
+  location: z
+    .string()
+    .trim()
+    .min(1)
+    .max(256)
+    .optional()
+    .describe("Keep only the chairs and transactions of this Location (the vendor's site name; case and surrounding spaces ignored)"),
 });
 
 const transactions = z.strictObject({
@@ -97,6 +104,21 @@ const http = z.strictObject({
   requestTimeoutSeconds: positive.max(300).default(10).describe('...and its whole request within this one'),
   idleTimeoutSeconds: positive.max(300).default(10).describe('A connection silent this long is closed (also one that never sends a byte)'),
   maxConnections: z.number().int().min(4).max(10_000).default(64).describe('Connections open at once; more are closed as they arrive'),
+  adminToken: z
+    .string()
+    .min(16, 'must be at least 16 characters')
+    .optional()
+    .describe('Unlocks starting a chair and the LED walk on the status page; or env CHAIR_AGENT_ADMIN_TOKEN, or systemd credential admin-token'),
+});
+
+const homeassistant = z.strictObject({
+  enabled: z.boolean().default(false).describe('Publish Home Assistant MQTT discovery for every chair and the site box'),
+  discoveryPrefix: z
+    .string()
+    .regex(/^[^#+\s]+$/, 'must be a topic without wildcards or spaces')
+    .refine((s) => !s.startsWith('/') && !s.endsWith('/'), 'must not start or end with /')
+    .default('homeassistant')
+    .describe("Home Assistant's discovery prefix; its birth message is read at <prefix>/status"),
 });
 
 const mqtt = z.strictObject({
@@ -245,6 +267,7 @@ export const ConfigSchema = z
     gpio: gpio.prefault({}),
     start: start.prefault({}),
     log: log.prefault({}),
+    homeassistant: homeassistant.prefault({}),
   })
   .superRefine(crossChecks, { when: () => true });
 
@@ -261,6 +284,7 @@ export const SECRET_PATHS = [
   ['vendor', 'apiKey'],
   ['webhook', 'channelSecret'],
   ['mqtt', 'password'],
+  ['http', 'adminToken'],
 ] as const;
 
 /** "gpio.chairs[0].led" */

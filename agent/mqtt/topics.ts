@@ -116,6 +116,22 @@ export class Topics {
     }
   }
 
+  get requestFilter(): string {
+    return `${this.base}/bridge/request/+`;
+  }
+
+  /** The name of a bridge request topic (B/bridge/request/<name>), or null. */
+  requestName(topic: string): string | null {
+    const prefix = `${this.base}/bridge/request/`;
+    if (!topic.startsWith(prefix)) return null;
+    const name = topic.slice(prefix.length);
+    return name === '' || name.includes('/') ? null : name;
+  }
+
+  bridgeResponse(name: string): string {
+    return `${this.base}/bridge/response/${name}`;
+  }
+
   /** Whether a topic is in the agent's own namespace (B itself or below it). */
   owns(topic: string): boolean {
     return topic === this.base || topic.startsWith(`${this.base}/`);

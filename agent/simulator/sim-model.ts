@@ -13,6 +13,8 @@ export interface SimChair {
   seatedOverride: boolean | null;
   /** Left out of the chair list (a chair that vanished). */
   hidden: boolean;
+  /** The site it stands at (an account that spans sites). */
+  location: string;
 }
 
 export interface SimTransaction {
@@ -27,6 +29,8 @@ export type PaymentMethod = 'promptpay' | 'manual';
 export interface SimModelOptions {
   chairs: number;
   location: string;
+  /** Chairs spread over these sites in turn (an account that spans sites); else all at `location`. */
+  locations?: readonly string[] | undefined;
   timeZone: string;
   /** Real milliseconds in one session minute; 60000 is real time. */
   minuteMs: number;
@@ -57,6 +61,7 @@ export class SimModel {
         statusOverride: null,
         seatedOverride: null,
         hidden: false,
+        location: opts.locations?.length ? (opts.locations[(i - 1) % opts.locations.length] as string) : opts.location,
       });
     }
   }
@@ -89,7 +94,7 @@ export class SimModel {
       DeviceId: chair.deviceId,
       DeviceCode: chair.deviceCode,
       DeviceName: chair.deviceName,
-      Location: this.opts.location,
+      Location: chair.location,
       data: this.chairState(chair),
     };
   }
@@ -134,7 +139,7 @@ export class SimModel {
       TransactionId: `TX${this.idPrefix}${n}`,
       TransactionCode: `${chair.deviceCode}-${n}`,
       TransactionTime: formatVendorTime(at, this.opts.timeZone),
-      Location: this.opts.location,
+      Location: chair.location,
       Status: status,
       Amount: method === 'manual' ? '0.00' : (minutes * 20).toFixed(2),
       PlayTime: String(minutes),

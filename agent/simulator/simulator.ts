@@ -15,6 +15,8 @@ export interface SimulatorOptions {
   apiKey: string;
   chairs?: number;
   location?: string;
+  /** Chairs spread over these sites in turn: a vendor account that spans sites. */
+  locations?: readonly string[];
   timeZone?: string;
   /** Real milliseconds per session minute (60000 = real time). */
   minuteMs?: number;
@@ -58,6 +60,7 @@ export class Simulator {
     this.model = new SimModel({
       chairs: opts.chairs ?? 4,
       location: opts.location ?? 'Ladprao Mall',
+      locations: opts.locations,
       timeZone: this.timeZone,
       minuteMs: opts.minuteMs ?? 60_000,
       clock: this.clock,

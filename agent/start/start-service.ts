@@ -9,7 +9,7 @@ import { VendorError } from '../vendor/errors.js';
 import type { ChairReading, VendorApi } from '../vendor/vendor-api.js';
 import type { Component } from '../components/component.js';
 
-export type StartSource = 'button' | 'mqtt' | 'cli';
+export type StartSource = 'button' | 'mqtt' | 'cli' | 'page';
 
 export type StartError =
   | StartRefusal
@@ -32,8 +32,8 @@ export type StartOutcome =
   | { ok: false; deviceId: string; error: StartError; message: string };
 
 export interface StartEvents {
-  starting: [deviceId: string];
-  finished: [outcome: StartOutcome];
+  starting: [deviceId: string, minutes: number, request: StartRequest];
+  finished: [outcome: StartOutcome, request: StartRequest];
 }
 
 export interface StartServiceDeps {
@@ -88,13 +88,13 @@ export class StartService extends EventEmitter<StartEvents> implements Component
 
   async startChair(deviceId: string, request: StartRequest): Promise<StartOutcome> {
     const log = this.deps.logger.child({ deviceId, source: request.source });
-    if (this.stopping) return this.refused(log, request.source, deviceId, 'stopping', 'the agent is stopping');
+    if (this.stopping) return this.refused(log, request, deviceId, 'stopping', 'the agent is stopping');
     const refusal = checkStart(this.deps.registry.view(deviceId), this.inFlight.has(deviceId));
-    if (refusal) return this.refused(log, request.source, deviceId, refusal, REFUSAL_TEXT[refusal]);
+    if (refusal) return this.refused(log, request, deviceId, refusal, REFUSAL_TEXT[refusal]);
     const minutes = request.minutes ?? this.deps.minutesFor(deviceId);
     const run = this.run(deviceId, minutes, log);
     this.inFlight.set(deviceId, run);
-    this.emit('starting', deviceId);
+    this.emit('starting', deviceId, minutes, request);
     log.info({ minutes }, 'starting chair');
     let outcome: StartOutcome;
     try {
@@ -105,17 +105,17 @@ export class StartService extends EventEmitter<StartEvents> implements Component
     this.deps.metrics?.starts.inc({ source: request.source, outcome: outcome.ok ? 'ok' : outcome.error });
     if (outcome.ok) log.info({ minutes: outcome.minutes }, 'chair started');
     else log.warn({ error: outcome.error, reason: outcome.message }, 'chair start failed');
-    this.emit('finished', outcome);
+    this.emit('finished', outcome, request);
     return outcome;
   }
 
   /** A start the rules refused: no control call was made. */
-  private refused(log: Logger, source: StartSource, deviceId: string, error: StartError, message: string): StartOutcome {
+  private refused(log: Logger, request: StartRequest, deviceId: string, error: StartError, message: string): StartOutcome {
     const outcome: StartOutcome = { ok: false, deviceId, error, message };
-    this.deps.metrics?.starts.inc({ source, outcome: error });
+    this.deps.metrics?.starts.inc({ source: request.source, outcome: error });
     log.info({ error, reason: message }, 'start refused, no control call made');
     // A start already under way shows itself (fast blink); any other refusal is a failed start.
-    if (error !== 'start_in_flight' && error !== 'stopping') this.emit('finished', outcome);
+    if (error !== 'start_in_flight' && error !== 'stopping') this.emit('finished', outcome, request);
     return outcome;
   }
 

@@ -1,6 +1,6 @@
 import type { Clock } from '../clock.js';
 import type { TransactionRecord } from '../vendor/vendor-api.js';
-import type { Outbox, RecordSource } from './outbox.js';
+import type { Annotate, Outbox, RecordSource } from './outbox.js';
 
 interface Waiting {
   record: TransactionRecord;
@@ -23,6 +23,7 @@ export class GroupCommit {
     private readonly outbox: Outbox,
     private readonly source: RecordSource,
     private readonly clock: Clock,
+    private readonly annotate?: Annotate,
     private readonly maxBatch = 256,
   ) {}
 
@@ -48,13 +49,15 @@ export class GroupCommit {
         batch.map((w) => w.record),
         this.source,
         now,
+        undefined,
+        this.annotate,
       );
       batch.forEach((w, i) => w.resolve(flags[i] === true));
     } catch (err) {
       if (batch.length === 1) return (batch[0] as Waiting).reject(err);
       for (const w of batch) {
         try {
-          w.resolve(this.outbox.insertEach([w.record], this.source, now)[0] === true);
+          w.resolve(this.outbox.insertEach([w.record], this.source, now, undefined, this.annotate)[0] === true);
         } catch (e) {
           w.reject(e);
         }

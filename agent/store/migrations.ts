@@ -41,6 +41,9 @@ export const MIGRATIONS: readonly string[] = [
      ('parked', 0),
      ('delivered', (SELECT COUNT(*) FROM transactions WHERE delivered_at IS NOT NULL)),
      ('last_delivery_at', COALESCE((SELECT MAX(delivered_at) FROM transactions), 0));`,
+  // 3: the start request a record is tied to (POS correlation); records by time of receipt (resend).
+  `ALTER TABLE transactions ADD COLUMN start_request TEXT;
+   CREATE INDEX transactions_received ON transactions (received_at);`,
 ];
 
 /** Brings the database to the latest schema; returns the version it was at. Writes nothing when current. */

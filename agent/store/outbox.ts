@@ -19,6 +19,18 @@ export interface StoredRecord {
   receivedAt: number;
   /** CRC-32 of `record` when it was stored (null for rows stored before checksums). */
   crc: number | null;
+  /** The start request this record was tied to (POS correlation), as JSON text, if any. */
+  startRequest?: string | null;
+}
+
+/** Which stored records to give again (bridge request `resend`): a seq range and/or a time range of receipt. */
+export interface RecordRange {
+  fromSeq?: number | undefined;
+  toSeq?: number | undefined;
+  /** Epoch ms, received at or after. */
+  from?: number | undefined;
+  /** Epoch ms, received at or before. */
+  to?: number | undefined;
 }
 
 export interface ParkedRecord {
@@ -79,6 +91,9 @@ export function parkRetryDelayMs(parkCount: number): number {
   return Math.min(24 * 3_600_000, 3_600_000 * 2 ** Math.max(0, parkCount - 1));
 }
 
+/** Gives a record being stored its start request (POS correlation), or null. */
+export type Annotate = (record: TransactionRecord) => string | null;
+
 export interface OutboxOptions {
   path: string;
   /** Caps the database size (PRAGMA max_page_count). */
@@ -86,7 +101,7 @@ export interface OutboxOptions {
   readonly?: boolean;
 }
 
-const COLUMNS = 'seq, transaction_id AS transactionId, status, device_id AS deviceId, record, source, received_at AS receivedAt, record_crc AS crc';
+const COLUMNS = 'seq, transaction_id AS transactionId, status, device_id AS deviceId, record, source, received_at AS receivedAt, record_crc AS crc, start_request AS startRequest';
 
 /**
  * The durable outbox of transaction records: every record is committed (WAL, synchronous=FULL)
@@ -165,10 +180,14 @@ export class Outbox extends EventEmitter<OutboxEvents> {
     return {
       exists: db.prepare('SELECT 1 FROM transactions WHERE transaction_id = ? AND status = ?').pluck(),
       insert: db.prepare(
-        `INSERT OR IGNORE INTO transactions (transaction_id, status, device_id, record, source, received_at, record_crc)
-         VALUES (@transactionId, @status, @deviceId, @record, @source, @receivedAt, @crc)`,
+        `INSERT OR IGNORE INTO transactions (transaction_id, status, device_id, record, source, received_at, record_crc, start_request)
+         VALUES (@transactionId, @status, @deviceId, @record, @source, @receivedAt, @crc, @startRequest)`,
       ),
       pending: db.prepare(`SELECT ${COLUMNS} FROM transactions WHERE delivered_at IS NULL AND parked_at IS NULL AND seq > ? ORDER BY seq LIMIT ?`),
+      bySeq: db.prepare(`SELECT ${COLUMNS} FROM transactions WHERE seq BETWEEN ? AND ? AND received_at BETWEEN ? AND ? ORDER BY seq LIMIT ?`),
+      byTime: db.prepare(
+        `SELECT ${COLUMNS} FROM transactions INDEXED BY transactions_received WHERE received_at BETWEEN ? AND ? AND seq BETWEEN ? AND ? ORDER BY received_at, seq LIMIT ?`,
+      ),
       byIds: db.prepare(`SELECT ${COLUMNS} FROM transactions WHERE transaction_id = ? AND status = ?`),
       deliver: db.prepare('UPDATE transactions SET delivered_at = ? WHERE seq BETWEEN ? AND ? AND delivered_at IS NULL AND parked_at IS NULL'),
       oldestPending: db.prepare('SELECT received_at FROM transactions WHERE delivered_at IS NULL AND parked_at IS NULL ORDER BY seq LIMIT 1').pluck(),
@@ -249,8 +268,8 @@ export class Outbox extends EventEmitter<OutboxEvents> {
     let moved = 0;
     try {
       const copy = fresh.prepare(
-        `INSERT OR IGNORE INTO transactions (seq, transaction_id, status, device_id, record, source, received_at, parked_at, park_reason, park_count, retry_at, record_crc)
-         VALUES (@seq, @transaction_id, @status, @device_id, @record, @source, @received_at, @parked_at, @park_reason, @park_count, @retry_at, @record_crc)`,
+        `INSERT OR IGNORE INTO transactions (seq, transaction_id, status, device_id, record, source, received_at, parked_at, park_reason, park_count, retry_at, record_crc, start_request)
+         VALUES (@seq, @transaction_id, @status, @device_id, @record, @source, @received_at, @parked_at, @park_reason, @park_count, @retry_at, @record_crc, @start_request)`,
       );
       const copyState = fresh.prepare('INSERT INTO state (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value');
       fresh
@@ -278,8 +297,8 @@ export class Outbox extends EventEmitter<OutboxEvents> {
    * Commits the records that are new, in the given order, in one transaction, optionally with a
    * state value (the sync cursor) so both land together. Returns how many were new.
    */
-  insert(records: readonly TransactionRecord[], source: RecordSource, receivedAt: number, state?: { key: string; value: string }): number {
-    return this.insertEach(records, source, receivedAt, state).reduce((n, isNew) => n + (isNew ? 1 : 0), 0);
+  insert(records: readonly TransactionRecord[], source: RecordSource, receivedAt: number, state?: { key: string; value: string }, annotate?: Annotate): number {
+    return this.insertEach(records, source, receivedAt, state, annotate).reduce((n, isNew) => n + (isNew ? 1 : 0), 0);
   }
 
   /**
@@ -287,7 +306,7 @@ export class Outbox extends EventEmitter<OutboxEvents> {
    * earlier record of the same call had its TransactionId and Status). One commit for all: the
    * webhook's group commit rests on this.
    */
-  insertEach(records: readonly TransactionRecord[], source: RecordSource, receivedAt: number, state?: { key: string; value: string }): boolean[] {
+  insertEach(records: readonly TransactionRecord[], source: RecordSource, receivedAt: number, state?: { key: string; value: string }, annotate?: Annotate): boolean[] {
     this.ensureFile('storing transactions');
     const flags = new Array<boolean>(records.length).fill(false);
     // Reading first keeps a run over known records from opening a write transaction at all.
@@ -308,6 +327,7 @@ export class Outbox extends EventEmitter<OutboxEvents> {
               source,
               receivedAt,
               crc: crc32(record),
+              startRequest: annotate?.(r) ?? null,
             }).changes;
             flags[i] = changes > 0;
             inserted += changes;
@@ -325,6 +345,21 @@ export class Outbox extends EventEmitter<OutboxEvents> {
   /** Undelivered, unparked records after `afterSeq`, oldest first. */
   pending(afterSeq: number, limit: number): StoredRecord[] {
     return this.guard('reading waiting transactions', () => this.stmt.pending.all(afterSeq, limit) as StoredRecord[]);
+  }
+
+  /**
+   * Stored records, delivered or not (until retention prunes them), in a seq range and/or a time
+   * range of receipt, oldest first, at most `limit`. A time range is read through its index.
+   */
+  range(q: RecordRange, limit: number): StoredRecord[] {
+    const fromSeq = q.fromSeq ?? 0;
+    const toSeq = q.toSeq ?? Number.MAX_SAFE_INTEGER;
+    const from = q.from ?? 0;
+    const to = q.to ?? Number.MAX_SAFE_INTEGER;
+    const byTime = q.from !== undefined || q.to !== undefined;
+    return this.guard('reading stored transactions', () =>
+      (byTime ? this.stmt.byTime.all(from, to, fromSeq, toSeq, limit) : this.stmt.bySeq.all(fromSeq, toSeq, from, to, limit)) as StoredRecord[],
+    );
   }
 
   /** The stored record with this TransactionId and Status, delivered or not. */

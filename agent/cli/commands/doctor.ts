@@ -19,6 +19,7 @@ import type { ParsedArgs } from '../args.js';
 import { EXIT_CONFIG, EXIT_FAILURE, EXIT_OK, type CommandContext } from '../context.js';
 import { configPath, loadForCommand } from '../load-config.js';
 import { secretValues } from '../secrets.js';
+import { locationFilter } from '../../core/location.js';
 
 export interface CheckLine {
   name: string;
@@ -86,7 +87,15 @@ async function vendorChecks(config: Config): Promise<CheckLine[]> {
   try {
     const list = await vendor.listChairs({ retries: 0 });
     const lines: CheckLine[] = [{ name, ok: true, detail: `${redactUrl(config.vendor.baseUrl)} answered with the key: ${list.chairs.length} chair(s) listed` }];
-    const missing = config.gpio.chairs.map((c) => c.deviceId).filter((id) => !list.chairs.some((c) => c.deviceId === id));
+    const locations = new Map<string, number>();
+    for (const c of list.chairs) locations.set(c.location ?? '(none)', (locations.get(c.location ?? '(none)') ?? 0) + 1);
+    const seen = [...locations].map(([l, n]) => `${l} (${n})`).join(', ') || 'none';
+    const filter = locationFilter(config.vendor.location);
+    const here = filter ? list.chairs.filter(filter.chair) : list.chairs;
+    if (!filter) lines.push({ name: 'locations', ok: true, detail: `the key sees: ${seen}${locations.size > 1 ? '; set vendor.location to keep one site' : ''}` });
+    else if (here.length > 0) lines.push({ name: 'locations', ok: true, detail: `vendor.location keeps ${here.length} chair(s); the key sees: ${seen}` });
+    else lines.push({ name: 'locations', ok: false, detail: `no chair at vendor.location "${config.vendor.location}"; the key sees: ${seen}`, hint: 'set vendor.location to one of the Locations listed' });
+    const missing = config.gpio.chairs.map((c) => c.deviceId).filter((id) => !here.some((c) => c.deviceId === id));
     if (missing.length > 0) {
       lines.push({ name: 'chairs', ok: false, detail: `configured but not listed by the vendor: ${missing.join(', ')}`, hint: 'check gpio.chairs[].deviceId against the vendor list' });
     }

@@ -1,0 +1,230 @@
+import { createHash, timingSafeEqual } from 'node:crypto';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { backlogFigures, type StatusSources } from '../agent-status.js';
+import type { Clock, Timer } from '../clock.js';
+import type { Component } from '../components/component.js';
+import { chairLedName, type Indicators } from '../components/indicators.js';
+import type { LedController } from '../components/leds.js';
+import { chairLedPattern } from '../core/led-patterns.js';
+import { formatIsoWithOffset } from '../core/vendor-time.js';
+import { errorMessage } from '../errors.js';
+import type { Logger } from '../logger.js';
+import type { StartOutcome, StartService } from '../start/start-service.js';
+import { agentVersion } from '../version.js';
+import { sendJson, sendText } from './body.js';
+import type { HttpListener } from './listener.js';
+import { STATUS_PAGE_HTML } from './status-page-html.js';
+
+/** Page viewers at once; a viewer past this is answered 503 (the Pi is not a web server). */
+export const MAX_VIEWERS = 16;
+const EVENTS_KEPT = 50;
+/** Changes are pushed at most this often; a running chair changes at every poll. */
+const PUSH_EVERY_MS = 250;
+/** A comment line keeps proxies and the browser from timing the stream out, and finds dead viewers. */
+const HEARTBEAT_MS = 15_000;
+const LED_WALK_MS = 800;
+
+export interface StatusPageDeps extends StatusSources {
+  starts: StartService;
+  leds: LedController;
+  indicators: Indicators;
+  logger: Logger;
+}
+
+interface Viewer {
+  res: ServerResponse;
+}
+
+/**
+ * The local status page (GET /): chairs with status, remaining time, what their LED shows and
+ * availability; backlog and health; the last events. Live over server-sent events (GET /events),
+ * one self-contained page (no external assets: the site may be offline), fits a phone.
+ * Read-only unless http.adminToken is set: then the token (Authorization: Bearer) unlocks
+ * POST /api/chairs/<id>/start and POST /api/leds/walk (the wiring test's LED walk).
+ */
+export class StatusPage implements Component {
+  readonly name = 'status-page';
+  private readonly viewers = new Set<Viewer>();
+  private readonly events: { at: string; text: string }[] = [];
+  private pushTimer: Timer | null = null;
+  private heartbeat: Timer | null = null;
+  private walking = false;
+  private walkTimer: Timer | null = null;
+  private readonly tokenDigest: Buffer | null;
+
+  constructor(private readonly deps: StatusPageDeps) {
+    const token = deps.config.http.adminToken;
+    this.tokenDigest = token ? createHash('sha256').update(token).digest() : null;
+  }
+
+  /** The page's routes; registered once, served while the listener runs. */
+  routes(http: HttpListener): void {
+    http.route('GET', '/', (_req, res) => sendText(res, 200, STATUS_PAGE_HTML, 'text/html; charset=utf-8'));
+    http.route('GET', '/api/status', (_req, res) => sendJson(res, 200, this.snapshot()));
+    http.route('GET', '/events', (req, res) => this.subscribe(req, res));
+    http.route('POST', /^\/api\/chairs\/([^/]+)\/start$/, (req, res) => this.startChair(req, res));
+    http.route('POST', '/api/leds/walk', (req, res) => this.walk(req, res));
+  }
+
+  private readonly onState = (s: { deviceId: string; status: string; running: boolean }): void => {
+    this.event(`${s.deviceId}: ${s.status}${s.running ? ', running' : ''}`);
+  };
+  private readonly onAvailability = (id: string, online: boolean): void => this.event(`${id} ${online ? 'available' : 'unavailable'}`);
+  private readonly onStarting = (id: string, minutes: number, request: { source: string }): void => this.event(`${id}: start requested (${minutes} min, ${request.source})`);
+  private readonly onFinished = (o: StartOutcome): void => this.event(o.ok ? `${o.deviceId} started (${o.minutes} min)` : `${o.deviceId} not started: ${o.error}`);
+  private readonly onInserted = (n: number): void => this.event(`${n} transaction record(s) stored`);
+  private readonly onHealth = (): void => this.pushSoon();
+
+  start(): void {
+    const { registry, starts, outbox, health } = this.deps;
+    registry.on('state', this.onState);
+    registry.on('availability', this.onAvailability);
+    starts.on('starting', this.onStarting);
+    starts.on('finished', this.onFinished);
+    outbox.on('inserted', this.onInserted);
+    outbox.on('delivered', this.onHealth);
+    health.on('change', this.onHealth);
+    this.heartbeat = this.deps.clock.setInterval(() => {
+      for (const v of this.viewers) v.res.write(': keep-alive\n\n');
+    }, HEARTBEAT_MS);
+  }
+
+  stop(): void {
+    const { registry, starts, outbox, health } = this.deps;
+    registry.off('state', this.onState);
+    registry.off('availability', this.onAvailability);
+    starts.off('starting', this.onStarting);
+    starts.off('finished', this.onFinished);
+    outbox.off('inserted', this.onInserted);
+    outbox.off('delivered', this.onHealth);
+    health.off('change', this.onHealth);
+    this.heartbeat?.cancel();
+    this.pushTimer?.cancel();
+    this.walkTimer?.cancel();
+    this.heartbeat = this.pushTimer = this.walkTimer = null;
+    this.walking = false;
+    for (const v of this.viewers) v.res.end();
+    this.viewers.clear();
+  }
+
+  private event(text: string): void {
+    this.events.push({ at: formatIsoWithOffset(this.deps.clock.now(), this.deps.config.site.timezone), text: text.slice(0, 300) });
+    if (this.events.length > EVENTS_KEPT) this.events.shift();
+    this.pushSoon();
+  }
+
+  private pushSoon(): void {
+    if (this.viewers.size === 0 || this.pushTimer) return;
+    this.pushTimer = this.deps.clock.setTimeout(() => {
+      this.pushTimer = null;
+      const data = `event: snapshot\ndata: ${JSON.stringify(this.snapshot())}\n\n`;
+      for (const v of this.viewers) v.res.write(data);
+    }, PUSH_EVERY_MS);
+  }
+
+  snapshot(): Record<string, unknown> {
+    const { registry, health, config, leds, starts, broker } = this.deps;
+    const chairs = registry.views().map((v) => {
+      const s = v.state;
+      const led = chairLedPattern({ online: v.online, running: s?.running ?? false, startable: s?.startable ?? false, starting: starts.isStarting(v.deviceId) });
+      return {
+        deviceId: v.deviceId,
+        name: s?.deviceName ?? null,
+        location: s?.location ?? null,
+        status: s?.status ?? null,
+        running: s?.running ?? false,
+        seated: s?.seated ?? false,
+        remainingSeconds: s?.remainingSeconds ?? null,
+        startable: (s?.startable ?? false) && v.online,
+        online: v.online,
+        led,
+        ledWired: leds.shown(chairLedName(v.deviceId)) !== null,
+      };
+    });
+    const snap = health.snapshot();
+    return {
+      site: config.site.id,
+      version: agentVersion(),
+      health: snap.status,
+      checks: Object.fromEntries(Object.entries(snap.checks).map(([k, c]) => [k, { ok: c.ok, detail: c.detail }])),
+      broker: broker.connected,
+      backlog: backlogFigures(this.deps),
+      chairs,
+      events: [...this.events].reverse(),
+      admin: this.tokenDigest !== null,
+    };
+  }
+
+  private subscribe(req: IncomingMessage, res: ServerResponse): void {
+    if (this.viewers.size >= MAX_VIEWERS) return sendJson(res, 503, { error: `at most ${MAX_VIEWERS} viewers at once` }, { 'retry-after': '30' });
+    // A stream is quiet between changes: the listener's idle timeout must not cut it.
+    req.socket.setTimeout(0);
+    res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-store', connection: 'keep-alive' });
+    const viewer: Viewer = { res };
+    this.viewers.add(viewer);
+    res.write(`retry: 2000\nevent: snapshot\ndata: ${JSON.stringify(this.snapshot())}\n\n`);
+    const drop = (): void => void this.viewers.delete(viewer);
+    req.on('close', drop);
+    res.on('error', drop);
+  }
+
+  /** 403 when no token is configured (read-only page), 401 when it is missing or wrong. */
+  private authorised(req: IncomingMessage, res: ServerResponse): boolean {
+    if (!this.tokenDigest) {
+      sendJson(res, 403, { error: 'read-only: set http.adminToken to allow actions from this page' });
+      return false;
+    }
+    const header = req.headers.authorization ?? '';
+    const given = header.startsWith('Bearer ') ? header.slice(7) : '';
+    const ok = given.length > 0 && given.length <= 512 && timingSafeEqual(createHash('sha256').update(given).digest(), this.tokenDigest);
+    if (!ok) {
+      this.deps.logger.warn({ remote: req.socket.remoteAddress, path: req.url?.slice(0, 100) }, 'status page action without a valid admin token; refused');
+      sendJson(res, 401, { error: 'a valid admin token is required' }, { 'www-authenticate': 'Bearer' });
+    }
+    return ok;
+  }
+
+  private async startChair(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    req.resume();
+    if (!this.authorised(req, res)) return;
+    const level = /^\/api\/chairs\/([^/]+)\/start$/.exec((req.url ?? '').split('?')[0] ?? '')?.[1] ?? '';
+    let deviceId: string;
+    try {
+      deviceId = decodeURIComponent(level);
+    } catch {
+      return sendJson(res, 400, { error: 'bad chair id' });
+    }
+    if (!this.deps.registry.knownIds().includes(deviceId)) return sendJson(res, 404, { error: `no chair ${deviceId.slice(0, 64)}` });
+    try {
+      const outcome = await this.deps.starts.startChair(deviceId, { source: 'page' });
+      sendJson(res, outcome.ok ? 200 : 409, outcome.ok ? { status: 'ok', minutes: outcome.minutes } : { status: 'error', error: outcome.error, message: outcome.message });
+    } catch (err) {
+      sendJson(res, 500, { status: 'error', error: errorMessage(err) });
+    }
+  }
+
+  private walk(req: IncomingMessage, res: ServerResponse): void {
+    req.resume();
+    if (!this.authorised(req, res)) return;
+    if (this.walking) return sendJson(res, 409, { error: 'an LED walk is under way' });
+    const names = this.deps.leds.names();
+    if (names.length === 0) return sendJson(res, 200, { leds: [] });
+    this.walking = true;
+    this.event('LED walk started from the status page');
+    let i = 0;
+    const step = (): void => {
+      for (const n of names) this.deps.leds.set(n, n === names[i] ? 'on' : 'off');
+      i += 1;
+      if (i <= names.length) {
+        this.walkTimer = this.deps.clock.setTimeout(step, LED_WALK_MS);
+        return;
+      }
+      this.walking = false;
+      this.walkTimer = null;
+      this.deps.indicators.refresh();
+      this.event('LED walk done');
+    };
+    step();
+    sendJson(res, 202, { leds: names, stepMs: LED_WALK_MS });
+  }
+}

@@ -1,0 +1,122 @@
+import type { Component } from '../components/component.js';
+import { errorMessage } from '../errors.js';
+import type { Logger } from '../logger.js';
+import type { Metrics } from '../metrics.js';
+import type { Broker, InboundMessage } from './broker.js';
+import { responseTopicProblem } from './start-commands.js';
+import type { Topics } from './topics.js';
+
+/** A request is a small JSON object; anything over this is refused before it is parsed. */
+export const MAX_REQUEST_BYTES = 4096;
+
+/** A request's problem, answered as `error`; the message is safe to show the caller. */
+export class RequestError extends Error {
+  constructor(readonly code: string, message: string) {
+    super(message);
+  }
+}
+
+/** One request: its parameters (the payload object without `transaction`) in, `data` out. */
+export type RequestHandler = (params: Record<string, unknown>) => unknown;
+
+export interface BridgeRequestsDeps {
+  broker: Broker;
+  topics: Topics;
+  logger: Logger;
+  metrics?: Metrics;
+  handlers: Readonly<Record<string, RequestHandler>>;
+}
+
+/**
+ * The bridge request API: B/bridge/request/<name> answered on B/bridge/response/<name> with
+ * {"status":"ok"|"error","data":...,"error":"...","transaction":...}, and also on the MQTT 5
+ * response topic with the correlation data when given (refused when invalid or inside B/, as for
+ * starts). Every request gets an answer, none can stop the agent: unknown names, payloads over
+ * 4 KiB, bad JSON, bad parameters and handler failures are all answered as errors. A retained
+ * request is refused and cleared, so a reconnect never replays it. Who may call is the broker's
+ * ACL to decide (README, Bridge requests).
+ */
+export class BridgeRequests implements Component {
+  readonly name = 'bridge-requests';
+
+  constructor(private readonly deps: BridgeRequestsDeps) {}
+
+  private readonly subscribe = (): void => {
+    this.deps.broker.subscribe(this.deps.topics.requestFilter, { retainAsPublished: true }).catch((err: unknown) => {
+      this.deps.logger.warn({ err: errorMessage(err) }, 'cannot subscribe to bridge requests');
+    });
+  };
+
+  private readonly onMessage = (msg: InboundMessage): void => {
+    const name = this.deps.topics.requestName(msg.topic);
+    if (name === null || msg.payload.length === 0 && msg.retained) return;
+    void this.handle(name, msg).catch((err: unknown) => this.deps.logger.error({ request: name, err: errorMessage(err) }, 'bridge request failed'));
+  };
+
+  start(): void {
+    this.deps.broker.on('connect', this.subscribe);
+    this.deps.broker.on('message', this.onMessage);
+    if (this.deps.broker.connected) this.subscribe();
+  }
+
+  async stop(): Promise<void> {
+    this.deps.broker.off('connect', this.subscribe);
+    this.deps.broker.off('message', this.onMessage);
+    await this.deps.broker.unsubscribe(this.deps.topics.requestFilter);
+  }
+
+  private async handle(name: string, msg: InboundMessage): Promise<void> {
+    const own = this.deps.topics.bridgeResponse(name);
+    const responseProblem = msg.responseTopic === undefined || msg.responseTopic === own ? null : responseTopicProblem(msg.responseTopic, this.deps.topics);
+    const parsed = parseRequest(msg.payload);
+    const transaction = parsed.transaction;
+    let answer: Record<string, unknown>;
+    try {
+      if (msg.retained) {
+        this.deps.broker.publish(msg.topic, '', { qos: 1, retain: true }).catch(() => undefined);
+        throw new RequestError('retained_request', 'publish bridge requests without the retain flag');
+      }
+      if (responseProblem) throw new RequestError('invalid_response_topic', `the response topic cannot be used: ${responseProblem}`);
+      if ('error' in parsed) throw parsed.error;
+      const handler = Object.hasOwn(this.deps.handlers, name) ? this.deps.handlers[name] : undefined;
+      if (!handler) throw new RequestError('unknown_request', `no request named "${name.slice(0, 64)}"; known: ${Object.keys(this.deps.handlers).join(', ')}`);
+      answer = { status: 'ok', data: (await handler(parsed.params)) ?? null };
+      this.deps.logger.info({ request: name }, 'bridge request answered');
+    } catch (err) {
+      const code = err instanceof RequestError ? err.code : 'failed';
+      const message = err instanceof RequestError ? err.message : errorMessage(err);
+      this.deps.metrics?.refused.inc({ what: 'bridge_request', status: code });
+      this.deps.logger.warn({ request: name.slice(0, 64), error: code, detail: message }, 'bridge request refused');
+      answer = { status: 'error', error: code, message };
+    }
+    if (transaction !== undefined) answer['transaction'] = transaction;
+    const payload = JSON.stringify(answer);
+    const sends = [this.deps.broker.publish(own, payload, { qos: 1 })];
+    if (msg.responseTopic !== undefined && msg.responseTopic !== own && responseProblem === null) {
+      sends.push(this.deps.broker.publish(msg.responseTopic, payload, { qos: 1, ...(msg.correlationData ? { correlationData: msg.correlationData } : {}) }));
+    }
+    for (const r of await Promise.allSettled(sends)) {
+      if (r.status === 'rejected') this.deps.logger.warn({ request: name.slice(0, 64), err: errorMessage(r.reason) }, 'cannot publish a bridge response');
+    }
+  }
+}
+
+type Parsed = { params: Record<string, unknown>; transaction?: string | number } | { error: RequestError; transaction?: string | number };
+
+/** The payload: empty, or a JSON object; `transaction` (text up to 256, or a number) is echoed. */
+export function parseRequest(payload: Buffer): Parsed {
+  if (payload.length > MAX_REQUEST_BYTES) return { error: new RequestError('invalid_payload', `a request is at most ${MAX_REQUEST_BYTES} bytes`) };
+  const text = payload.toString('utf8').trim();
+  if (text === '') return { params: {} };
+  let body: unknown;
+  try {
+    body = JSON.parse(text);
+  } catch {
+    return { error: new RequestError('invalid_payload', 'the payload is not JSON') };
+  }
+  if (!body || typeof body !== 'object' || Array.isArray(body)) return { error: new RequestError('invalid_payload', 'the payload is not a JSON object') };
+  const { transaction, ...params } = body as Record<string, unknown>;
+  const echo = (typeof transaction === 'string' && transaction.length <= 256) || (typeof transaction === 'number' && Number.isFinite(transaction)) ? transaction : undefined;
+  if (transaction !== undefined && echo === undefined) return { error: new RequestError('invalid_transaction', 'transaction must be text (at most 256) or a number') };
+  return echo === undefined ? { params } : { params, transaction: echo };
+}

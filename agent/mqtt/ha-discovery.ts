@@ -1,0 +1,223 @@
+import { createHash } from 'node:crypto';
+import type { Component } from '../components/component.js';
+import type { ChairRegistry } from '../core/chair-registry.js';
+import { errorMessage } from '../errors.js';
+import type { Logger } from '../logger.js';
+import type { Broker, InboundMessage } from './broker.js';
+import type { Topics } from './topics.js';
+
+/** Where the agent keeps the object ids it announced, so a chair that is gone can be cleared after a restart. */
+export const ANNOUNCED_KEY = 'homeassistant.announced';
+
+export interface DiscoveryStore {
+  getState(key: string): string | undefined;
+  setState(key: string, value: string): void;
+}
+
+export interface HaDiscoveryDeps {
+  broker: Broker;
+  topics: Topics;
+  registry: ChairRegistry;
+  store: DiscoveryStore;
+  logger: Logger;
+  prefix: string;
+  siteId: string;
+  version: string;
+  /** The chairs of the config: always announced, even before the vendor lists them. */
+  configured: readonly string[];
+}
+
+interface Entity {
+  component: 'sensor' | 'binary_sensor' | 'button';
+  objectId: string;
+  config: Record<string, unknown>;
+}
+
+/** An id Home Assistant accepts in a topic and as a unique id: [a-zA-Z0-9_-], stable for a DeviceId. */
+export function haId(deviceId: string): string {
+  const slug = deviceId.replace(/[^A-Za-z0-9_-]/g, '_').slice(0, 48);
+  return slug === deviceId ? slug : `${slug}_${createHash('sha256').update(deviceId, 'utf8').digest('hex').slice(0, 8)}`;
+}
+
+const ONLINE_TEMPLATE = '{{ value_json.state }}';
+
+/**
+ * Home Assistant MQTT discovery: one HA device per chair (status, remaining time, running,
+ * seated, and a Start button that publishes the normal start command), linked to one device for
+ * the site box (backlog, vendor reachable, broker, last sync). Every chair entity is available
+ * only while both the agent (bridge/state) and the chair (its availability topic) are online.
+ * Configs are retained and announced again on every connect and whenever Home Assistant's birth
+ * message ("online" on <prefix>/status) arrives. Unique ids derive from the site id and DeviceId,
+ * so they survive restarts; a chair no longer configured nor listed by the vendor has its configs
+ * cleared (empty retained messages), also after a restart, since what was announced is stored.
+ */
+export class HaDiscovery implements Component {
+  readonly name = 'homeassistant';
+  private announced = new Set<string>();
+  private listed = false;
+
+  constructor(private readonly deps: HaDiscoveryDeps) {}
+
+  private get statusTopic(): string {
+    return `${this.deps.prefix}/status`;
+  }
+
+  private readonly onConnect = (): void => {
+    this.deps.broker.subscribe(this.statusTopic).catch((err: unknown) => this.deps.logger.warn({ err: errorMessage(err) }, 'cannot subscribe to Home Assistant status'));
+    this.announce();
+  };
+
+  private readonly onMessage = (msg: InboundMessage): void => {
+    if (msg.topic !== this.statusTopic) return;
+    if (msg.payload.toString('utf8').trim() === 'online') this.announceSoon();
+  };
+
+  /** A chair seen for the first time, or the first chair list: announce (and clear what is gone). */
+  private readonly onChair = (deviceId: string): void => {
+    const first = !this.listed && this.deps.registry.lastSuccess() !== null;
+    if (first) this.listed = true;
+    if (first || !this.announced.has(`chair:${deviceId}`)) this.announceSoon();
+  };
+
+  /** Coalesced: a chair list that brings many new chairs is announced once, after it is applied. */
+  private announceSoon(): void {
+    this.pending ??= setImmediate(() => {
+      this.pending = null;
+      this.announce();
+    });
+  }
+
+  private pending: NodeJS.Immediate | null = null;
+
+  private readonly onState = (state: { deviceId: string }): void => this.onChair(state.deviceId);
+  private readonly onAvailability = (deviceId: string): void => this.onChair(deviceId);
+
+  start(): void {
+    try {
+      const stored = this.deps.store.getState(ANNOUNCED_KEY);
+      if (stored) this.announced = new Set(JSON.parse(stored) as string[]);
+    } catch {
+      this.announced = new Set();
+    }
+    this.deps.broker.on('connect', this.onConnect);
+    this.deps.broker.on('message', this.onMessage);
+    this.deps.registry.on('state', this.onState);
+    this.deps.registry.on('availability', this.onAvailability);
+    if (this.deps.broker.connected) this.onConnect();
+  }
+
+  async stop(): Promise<void> {
+    if (this.pending) clearImmediate(this.pending);
+    this.pending = null;
+    this.deps.broker.off('connect', this.onConnect);
+    this.deps.broker.off('message', this.onMessage);
+    this.deps.registry.off('state', this.onState);
+    this.deps.registry.off('availability', this.onAvailability);
+    await this.deps.broker.unsubscribe(this.statusTopic).catch(() => undefined);
+  }
+
+  /** The chairs to have in Home Assistant now. */
+  private chairs(): string[] {
+    return [...new Set([...this.deps.configured, ...this.deps.registry.knownIds()])];
+  }
+
+  private topic(e: Entity, node: string): string {
+    return `${this.deps.prefix}/${e.component}/${node}/${e.objectId}/config`;
+  }
+
+  announce(): void {
+    if (!this.deps.broker.connected) return;
+    const site = `chair_agent_${haId(this.deps.siteId)}`;
+    const publish = (topic: string, payload: string): void =>
+      void this.deps.broker.publish(topic, payload, { qos: 1, retain: true }).catch((err: unknown) => this.deps.logger.debug({ topic, err: errorMessage(err) }, 'discovery publish not acknowledged'));
+    for (const e of this.siteEntities(site)) publish(this.topic(e, site), JSON.stringify(e.config));
+    const current = new Set<string>();
+    for (const id of this.chairs()) {
+      current.add(`chair:${id}`);
+      const node = `${site}_${haId(id)}`;
+      for (const e of this.chairEntities(site, id)) publish(this.topic(e, node), JSON.stringify(e.config));
+    }
+    // Clear the chairs that are gone, once the vendor's list is known (before, a listed chair
+    // would be cleared and announced again at every start).
+    if (this.listed || this.deps.registry.lastSuccess() !== null) {
+      for (const key of this.announced) {
+        if (current.has(key) || !key.startsWith('chair:')) continue;
+        const id = key.slice('chair:'.length);
+        const node = `${site}_${haId(id)}`;
+        for (const e of this.chairEntities(site, id)) publish(this.topic(e, node), '');
+        this.deps.logger.info({ deviceId: id }, 'chair removed from Home Assistant');
+      }
+    } else {
+      for (const key of this.announced) current.add(key);
+    }
+    if (!sameSet(current, this.announced)) {
+      this.announced = current;
+      try {
+        this.deps.store.setState(ANNOUNCED_KEY, JSON.stringify([...current].sort()));
+      } catch (err) {
+        this.deps.logger.warn({ err: errorMessage(err) }, 'cannot store the announced Home Assistant chairs');
+      }
+    }
+  }
+
+  private siteEntities(site: string): Entity[] {
+    const t = this.deps.topics;
+    const device = { identifiers: [site], name: `Chair agent ${this.deps.siteId}`, manufacturer: 'chair-agent', model: 'Site box', sw_version: this.deps.version };
+    const base = (objectId: string, name: string, component: Entity['component'], extra: Record<string, unknown>): Entity => ({
+      component,
+      objectId,
+      config: { name, unique_id: `${site}_${objectId}`, object_id: `${site}_${objectId}`, device, ...extra },
+    });
+    const agentUp = { availability_topic: t.bridgeState, availability_template: ONLINE_TEMPLATE, payload_available: 'online', payload_not_available: 'offline' };
+    return [
+      base('backlog', 'Backlog', 'sensor', { state_topic: t.bridgeInfo, value_template: '{{ value_json.backlog.pending }}', unit_of_measurement: 'records', state_class: 'measurement', icon: 'mdi:tray-full', ...agentUp }),
+      base('vendor', 'Vendor API', 'binary_sensor', { state_topic: t.bridgeInfo, value_template: "{{ 'ON' if value_json.vendor.reachable else 'OFF' }}", device_class: 'connectivity', ...agentUp }),
+      base('broker', 'Broker', 'binary_sensor', { state_topic: t.bridgeState, value_template: "{{ 'ON' if value_json.state == 'online' else 'OFF' }}", device_class: 'connectivity' }),
+      base('last_sync', 'Last sync', 'sensor', { state_topic: t.bridgeInfo, value_template: '{{ value_json.lastSyncAt }}', device_class: 'timestamp', ...agentUp }),
+    ];
+  }
+
+  private chairEntities(site: string, deviceId: string): Entity[] {
+    const t = this.deps.topics;
+    const node = `${site}_${haId(deviceId)}`;
+    const state = t.chair(deviceId);
+    const view = this.deps.registry.view(deviceId);
+    const device = {
+      identifiers: [node],
+      name: view?.state?.deviceName ?? `Chair ${deviceId}`,
+      manufacturer: 'Massage chair (vendor cloud)',
+      model: 'Massage chair',
+      ...(view?.state?.firmwareVersion ? { sw_version: view.state.firmwareVersion } : {}),
+      ...(view?.state?.location ? { suggested_area: view.state.location } : {}),
+      via_device: site,
+    };
+    const availability = {
+      availability: [
+        { topic: t.bridgeState, value_template: ONLINE_TEMPLATE, payload_available: 'online', payload_not_available: 'offline' },
+        { topic: t.availability(deviceId), value_template: ONLINE_TEMPLATE, payload_available: 'online', payload_not_available: 'offline' },
+      ],
+      availability_mode: 'all',
+    };
+    const base = (objectId: string, name: string, component: Entity['component'], extra: Record<string, unknown>): Entity => ({
+      component,
+      objectId,
+      config: { name, unique_id: `${node}_${objectId}`, object_id: `${node}_${objectId}`, device, ...availability, ...extra },
+    });
+    return [
+      base('status', 'Status', 'sensor', { state_topic: state, value_template: '{{ value_json.status }}', icon: 'mdi:seat-recline-extra' }),
+      base('remaining', 'Remaining', 'sensor', {
+        state_topic: state,
+        value_template: '{{ value_json.remainingSeconds if value_json.remainingSeconds is not none else 0 }}',
+        device_class: 'duration',
+        unit_of_measurement: 's',
+      }),
+      base('running', 'Running', 'binary_sensor', { state_topic: state, value_template: "{{ 'ON' if value_json.running else 'OFF' }}", device_class: 'running' }),
+      base('seated', 'Seated', 'binary_sensor', { state_topic: state, value_template: "{{ 'ON' if value_json.seated else 'OFF' }}", device_class: 'occupancy' }),
+      base('start', 'Start', 'button', { command_topic: `${state}/start`, payload_press: '{}', icon: 'mdi:play' }),
+    ];
+  }
+}
+
+function sameSet(a: Set<string>, b: Set<string>): boolean {
+  return a.size === b.size && [...a].every((x) => b.has(x));
+}
