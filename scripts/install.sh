@@ -134,7 +134,7 @@ install_app() {
 
 store_credentials() {
   local spec name env value
-  for spec in vendor-api-key:CHAIR_AGENT_VENDOR_API_KEY webhook-secret:CHAIR_AGENT_WEBHOOK_SECRET mqtt-password:CHAIR_AGENT_MQTT_PASSWORD; do
+  for spec in vendor-api-key:CHAIR_AGENT_VENDOR_API_KEY webhook-secret:CHAIR_AGENT_WEBHOOK_SECRET mqtt-password:CHAIR_AGENT_MQTT_PASSWORD admin-token:CHAIR_AGENT_ADMIN_TOKEN; do
     name="${spec%%:*}"
     env="${spec#*:}"
     value="${!env:-}"

@@ -12,7 +12,7 @@ ETC=/etc/chair-agent
 CREDENTIALS=/etc/chair-agent/credentials
 STATE=/var/lib/chair-agent
 UNIT_NAME=chair-agent.service
-CREDENTIAL_NAMES="vendor-api-key webhook-secret mqtt-password"
+CREDENTIAL_NAMES="vendor-api-key webhook-secret mqtt-password admin-token"
 
 R() { printf '%s%s' "${ROOT:-}" "$1"; }
 root_args() { if [ -n "${ROOT:-}" ]; then printf -- '--root %s' "$ROOT"; fi; }
