@@ -116,7 +116,8 @@ export class Poller implements Component {
     if (!report) return;
     const was = health.get('clock');
     // The detail names the difference to the minute, so a steady skew does not flap it.
-    if (was.ok === report.ok && (report.ok || Math.abs(report.skewMs - this.lastSkew) < 60_000)) return;
+    if (this.clockReported && was.ok === report.ok && (report.ok || Math.abs(report.skewMs - this.lastSkew) < 60_000)) return;
+    this.clockReported = true;
     this.lastSkew = report.skewMs;
     health.set('clock', report.ok, report.detail);
     if (report.ok) logger.info({ skewMs: Math.round(report.skewMs) }, 'this clock agrees with the vendor\'s');
@@ -124,6 +125,7 @@ export class Poller implements Component {
   }
 
   private lastSkew = 0;
+  private clockReported = false;
 
   /** Turns chairs offline at the moment the list goes stale, even while a poll hangs. */
   private armStaleCheck(): void {
