@@ -3,12 +3,12 @@
 #
 #   scripts/fleet-cert.sh ca      DIR                 a fleet CA (DIR/ca.key stays offline; DIR/ca.crt goes everywhere)
 #   scripts/fleet-cert.sh server  DIR NAME [SAN...]   the central broker's certificate (SAN: DNS:host or IP:addr)
-#   scripts/fleet-cert.sh site    DIR SITE_ID         a site's key and certificate (CN = SITE_ID), and its ACL line
+#   scripts/fleet-cert.sh site    DIR SITE_ID         a site's key and certificate (CN = SITE_ID), and the ACL lines
 #   scripts/fleet-cert.sh client  DIR NAME            a central consumer's key and certificate (CN = NAME)
 #
 # The central broker maps the certificate's CN to the user name (use_identity_as_username true),
 # so one pattern ACL covers every site: the CN *is* the site id. SITE_ID must be what the site's
-# agent has as site.id (letters, digits, '-', '_', '.'), since it becomes its topic level.
+# agent has as site.id (a-z, 0-9, '-', '_'), since it is its topic level.
 set -euo pipefail
 
 DAYS_CA=3650
@@ -64,7 +64,11 @@ subjectAltName=$san"
   site | client)
     ca_ready
     name="${3:-}"
-    [[ "$name" =~ ^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$ ]] || die "name must be letters, digits, '.', '_' or '-' (at most 64): got '${name}'"
+    if [ "$verb" = site ]; then
+      [[ "$name" =~ ^[a-z0-9_-]{1,64}$ ]] || die "a site id is what site.id accepts: a-z, 0-9, '_' or '-' (at most 64): got '${name}'"
+    else
+      [[ "$name" =~ ^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$ ]] || die "name must be letters, digits, '.', '_' or '-' (at most 64): got '${name}'"
+    fi
     leaf "$name" "$name" "basicConstraints=CA:false
 keyUsage=critical,digitalSignature
 extendedKeyUsage=clientAuth"
@@ -74,7 +78,6 @@ extendedKeyUsage=clientAuth"
       echo "  pattern write chair-agent/%u/#"
       echo "  pattern read chair-agent/%u/chairs/+/start"
       echo "  pattern read chair-agent/%u/bridge/request/+"
-      echo "  pattern write \$SYS/broker/connection/%c/state"
     else
       echo "consumer $name: $dir/$name.crt $dir/$name.key; give it a user block in the central ACL (docs/FLEET.md)"
     fi

@@ -33,6 +33,7 @@ const PER_VERB = {
     'webhook-url': { type: 'string' },
     'webhook-secret': { type: 'string' },
     'minute-seconds': { type: 'string' },
+    locations: { type: 'string' },
     timezone: { type: 'string' },
   },
   demo: { chairs: { type: 'string' }, 'minute-seconds': { type: 'string' } },

@@ -33,6 +33,7 @@ export async function simulateCommand(args: ParsedArgs, ctx: CommandContext): Pr
     port,
     apiKey,
     chairs,
+    ...(typeof v['locations'] === 'string' ? { locations: v['locations'].split(',').map((l) => l.trim()).filter((l) => l !== '') } : {}),
     timeZone: (v['timezone'] as string | undefined) ?? loaded?.config.site.timezone ?? 'Asia/Bangkok',
     minuteMs: minuteSeconds * 1000,
     webhook: webhookUrl ? { url: webhookUrl, secret } : undefined,
