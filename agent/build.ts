@@ -223,6 +223,7 @@ export function build(config: Config, deps: AgentDeps): Agent {
     },
     keep: location?.record,
     annotate,
+    firstRunDelayMs: 1_000,
   });
   const publisher = new OutboxPublisher({
     outbox,
@@ -433,7 +434,9 @@ export function build(config: Config, deps: AgentDeps): Agent {
     async start() {
       for (const c of components) {
         try {
+          const t0 = performance.now();
           await c.start();
+          logger.debug({ component: c.name, ms: Math.round(performance.now() - t0) }, 'component started');
           started.push(c);
         } catch (err) {
           logger.error({ component: c.name, err: errorMessage(err) }, 'component failed to start');

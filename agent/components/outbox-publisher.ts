@@ -99,13 +99,37 @@ export class OutboxPublisher implements Component {
   constructor(private readonly deps: PublisherDeps) {}
 
   private readonly kick = (): void => this.pump();
+  /** The last read reached the end of the outbox: what is stored next can be taken as it comes. */
+  private atEnd = false;
+  private handedOver = false;
+  /** New records as committed: appended to the queue when it is caught up, so they are not read back. */
+  private readonly onStored = (records: readonly StoredRecord[]): void => {
+    const first = records[0];
+    if (!this.atEnd || !first || first.seq <= this.lastRead) return;
+    // Bounded like a read: while the broker is away the outbox, not memory, holds the backlog.
+    if (this.queue.length - this.queueAt + records.length > READ_AHEAD) {
+      this.atEnd = false;
+      return;
+    }
+    this.queue = this.queue.slice(this.queueAt).concat(records);
+    this.queueAt = 0;
+    this.lastRead = (records[records.length - 1] as StoredRecord).seq;
+    this.handedOver = true;
+  };
+  /** Records made deliverable without being handed over (parked ones retried) are read back. */
+  private readonly onInserted = (): void => {
+    if (!this.handedOver) this.atEnd = false;
+    this.handedOver = false;
+    this.pump();
+  };
   private readonly onClose = (): void => this.connectionLost();
 
   start(): void {
     this.running = true;
     this.deps.broker.on('connect', this.kick);
     this.deps.broker.on('close', this.onClose);
-    this.deps.outbox.on('inserted', this.kick);
+    this.deps.outbox.on('stored', this.onStored);
+    this.deps.outbox.on('inserted', this.onInserted);
     this.scheduleParkedCheck();
     this.pump();
   }
@@ -114,7 +138,8 @@ export class OutboxPublisher implements Component {
     this.running = false;
     this.deps.broker.off('connect', this.kick);
     this.deps.broker.off('close', this.onClose);
-    this.deps.outbox.off('inserted', this.kick);
+    this.deps.outbox.off('stored', this.onStored);
+    this.deps.outbox.off('inserted', this.onInserted);
     this.retryTimer?.cancel();
     this.retryTimer = null;
     this.parkedTimer?.cancel();
@@ -183,6 +208,7 @@ export class OutboxPublisher implements Component {
     this.queue = [];
     this.queueAt = 0;
     this.lastRead = 0;
+    this.atEnd = false;
   }
 
   /** While suspects remain, one record at a time, so the one that breaks the connection is known. */
@@ -205,6 +231,7 @@ export class OutboxPublisher implements Component {
         if (this.queueAt >= this.queue.length) {
           this.queue = outbox.pending(this.lastRead, READ_AHEAD);
           this.queueAt = 0;
+          this.atEnd = this.queue.length < READ_AHEAD;
           if (this.queue.length === 0) return;
           this.lastRead = (this.queue[this.queue.length - 1] as StoredRecord).seq;
         }

@@ -1,4 +1,4 @@
-import type { Clock } from '../clock.js';
+import type { Clock, Timer } from '../clock.js';
 import type { Logger } from '../logger.js';
 import type { Health } from '../health.js';
 import type { Metrics } from '../metrics.js';
@@ -43,6 +43,12 @@ export interface SyncDeps {
   keep?: ((record: TransactionRecord) => boolean) | undefined;
   /** POS correlation for the records stored. */
   annotate?: Annotate | undefined;
+  /**
+   * How long after start the schedule is set up and the first sync runs. The agent waits a
+   * second: by then the first poll has given the vendor's ServerTime (the first windows follow the
+   * vendor's clock), and setting up the schedule stays off start-up's path to the first state.
+   */
+  firstRunDelayMs?: number;
 }
 
 export interface SyncResult {
@@ -96,11 +102,21 @@ export class TransactionSync implements Component {
 
   start(): void {
     this.abort = new AbortController();
-    this.job = this.deps.scheduler.schedule(this.deps.settings.schedule, 'transaction-sync', () => this.runSafe());
-    void this.runSafe();
+    const begin = (): void => {
+      this.beginTimer = null;
+      this.job = this.deps.scheduler.schedule(this.deps.settings.schedule, 'transaction-sync', () => this.runSafe());
+      void this.runSafe();
+    };
+    const delay = this.deps.firstRunDelayMs ?? 0;
+    if (delay > 0) this.beginTimer = this.deps.clock.setTimeout(begin, delay);
+    else begin();
   }
 
+  private beginTimer: Timer | null = null;
+
   async stop(): Promise<void> {
+    this.beginTimer?.cancel();
+    this.beginTimer = null;
     this.job?.stop();
     this.job = null;
     this.abort.abort();

@@ -55,8 +55,10 @@ export interface OutboxStats {
 }
 
 export interface OutboxEvents {
-  /** New records were committed. */
+  /** New records were committed (also records made deliverable again). */
   inserted: [count: number];
+  /** The records a commit added, as stored, just before `inserted` (the publisher takes them without reading them back). */
+  stored: [records: readonly StoredRecord[]];
   /** Records were marked delivered. */
   delivered: [count: number];
   /** A write failed after succeeding, or succeeded after failing. */
@@ -181,7 +183,7 @@ export class Outbox extends EventEmitter<OutboxEvents> {
       exists: db.prepare('SELECT 1 FROM transactions WHERE transaction_id = ? AND status = ?').pluck(),
       insert: db.prepare(
         `INSERT OR IGNORE INTO transactions (transaction_id, status, device_id, record, source, received_at, record_crc, start_request)
-         VALUES (@transactionId, @status, @deviceId, @record, @source, @receivedAt, @crc, @startRequest)`,
+         VALUES (@transactionId, @status, @deviceId, @record, @source, @receivedAt, @crc, @startRequest) RETURNING seq`,
       ),
       pending: db.prepare(`SELECT ${COLUMNS} FROM transactions WHERE delivered_at IS NULL AND parked_at IS NULL AND seq > ? ORDER BY seq LIMIT ?`),
       bySeq: db.prepare(`SELECT ${COLUMNS} FROM transactions WHERE seq BETWEEN ? AND ? AND received_at BETWEEN ? AND ? ORDER BY seq LIMIT ?`),
@@ -309,28 +311,31 @@ export class Outbox extends EventEmitter<OutboxEvents> {
   insertEach(records: readonly TransactionRecord[], source: RecordSource, receivedAt: number, state?: { key: string; value: string }, annotate?: Annotate): boolean[] {
     this.ensureFile('storing transactions');
     const flags = new Array<boolean>(records.length).fill(false);
-    // Reading first keeps a run over known records from opening a write transaction at all.
-    const fresh = this.guard('reading stored transactions', () => firstOfEach(records).filter((i) => !this.stmt.exists.get(records[i]!.transactionId, records[i]!.status)));
+    // Reading first keeps a sync over known records (its overlap window) from opening a write
+    // transaction at all. A webhook's record is almost always new: INSERT OR IGNORE is enough.
+    const firsts = firstOfEach(records);
+    const fresh = source === 'webhook' ? firsts : this.guard('reading stored transactions', () => firsts.filter((i) => !this.stmt.exists.get(records[i]!.transactionId, records[i]!.status)));
     if (fresh.length === 0 && state === undefined) return flags;
     let inserted = 0;
+    const stored: StoredRecord[] = [];
     this.guard('storing transactions', () =>
       (this.db as Database.Database)
         .transaction(() => {
+          stored.length = 0;
+          inserted = 0;
           for (const i of fresh) {
             const r = records[i] as TransactionRecord;
             const record = JSON.stringify(r.fields);
-            const changes = this.stmt.insert.run({
-              transactionId: r.transactionId,
-              status: r.status,
-              deviceId: r.deviceId,
-              record,
-              source,
-              receivedAt,
-              crc: crc32(record),
-              startRequest: annotate?.(r) ?? null,
-            }).changes;
-            flags[i] = changes > 0;
-            inserted += changes;
+            const crc = crc32(record);
+            const startRequest = annotate?.(r) ?? null;
+            const row = this.stmt.insert.get({ transactionId: r.transactionId, status: r.status, deviceId: r.deviceId, record, source, receivedAt, crc, startRequest }) as
+              | { seq: number }
+              | undefined;
+            flags[i] = row !== undefined;
+            if (row) {
+              inserted += 1;
+              stored.push({ seq: row.seq, transactionId: r.transactionId, status: r.status, deviceId: r.deviceId, record, source, receivedAt, crc, startRequest });
+            }
           }
           if (inserted > 0) this.stmt.count.run(inserted, 'pending');
           if (state) this.stmt.setState.run(state.key, state.value);
@@ -338,7 +343,10 @@ export class Outbox extends EventEmitter<OutboxEvents> {
         .immediate(),
     );
     this.succeeded();
-    if (inserted > 0) this.emit('inserted', inserted);
+    if (inserted > 0) {
+      this.emit('stored', stored);
+      this.emit('inserted', inserted);
+    }
     return flags;
   }
 
