@@ -1,4 +1,4 @@
-import { copyFileSync, existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { closeSync, copyFileSync, existsSync, fsyncSync, mkdtempSync, openSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
@@ -28,7 +28,7 @@ export interface StartupResult {
  * for the broker and `rows` delivered ones past retention. Built once with SQL (the agent's own
  * schema, made by opening it), copied for each run since a run changes it.
  */
-function bigDatabase(path: string, rows: number): void {
+export function bigDatabase(path: string, rows: number, expired = true): void {
   const outbox = new Outbox({ path });
   outbox.open();
   outbox.close();
@@ -43,11 +43,22 @@ function bigDatabase(path: string, rows: number): void {
       INSERT INTO transactions (transaction_id, status, device_id, record, source, received_at, delivered_at)
       SELECT 'B' || n, '${status}', 'MC70' || (n % 16), ${record(status)}, 'webhook', ${longAgo}, ${deliveredAt} FROM c`);
   };
-  insert('finished', String(longAgo), 0); // delivered long ago: expired
+  if (expired) insert('finished', String(longAgo), 0); // delivered long ago: expired
   insert('playing', 'NULL', rows); // never delivered
-  db.exec(`UPDATE counters SET value = ${rows} WHERE name = 'pending'; UPDATE counters SET value = ${rows} WHERE name = 'delivered'`);
+  db.exec(`UPDATE counters SET value = ${rows} WHERE name = 'pending'; UPDATE counters SET value = ${expired ? rows : 0} WHERE name = 'delivered'`);
   db.pragma('wal_checkpoint(TRUNCATE)');
   db.close();
+  syncFile(path);
+}
+
+/**
+ * Made with synchronous=OFF, the file is still in the page cache, not on disk: the agent's first
+ * checkpoint would pay for writing all of it. A site's database has always been on disk.
+ */
+export function syncFile(path: string): void {
+  const fd = openSync(path, 'r+');
+  fsyncSync(fd);
+  closeSync(fd);
 }
 
 async function firstChairState(brokerUrl: string, filter: string, spawnIt: () => { stop(): Promise<void> }): Promise<number> {
@@ -85,7 +96,10 @@ export async function benchStartup(runs = 7, chairs = 16, bigRows = 1_000_000): 
   const agentRun = async (db: string | null): Promise<number> => {
     const id = `start${site++}`;
     const path = join(dir, `${id}.db`);
-    if (db) copyFileSync(db, path);
+    if (db) {
+      copyFileSync(db, path);
+      syncFile(path);
+    }
     const config = writeAgentConfig(
       dir,
       `site: {id: ${id}}

@@ -36,9 +36,10 @@ export class Retention implements Component {
 
   start(): void {
     this.stopped = false;
-    this.job = this.deps.scheduler.schedule(this.deps.schedule ?? '17 3 * * *', 'retention', () => this.prune());
+    // The daily schedule is set up with the first pass, also off the start path.
     this.first = this.deps.clock.setTimeout(() => {
       this.first = null;
+      this.job = this.deps.scheduler.schedule(this.deps.schedule ?? '17 3 * * *', 'retention', () => this.prune());
       void this.prune();
     }, this.deps.firstDelayMs ?? 30_000);
   }

@@ -1,4 +1,9 @@
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
+import { createRequire } from 'node:module';
+
+// Not `import { createServer } from 'node:http'`: the ESM view of node:http reads every export,
+// and its lazy WebSocket getters load Node's own copy of undici (about 20 ms at each start).
+const { createServer } = createRequire(import.meta.url)('node:http') as typeof import('node:http');
 import type { AddressInfo } from 'node:net';
 import type { Clock } from '../clock.js';
 import type { Logger } from '../logger.js';

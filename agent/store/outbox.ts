@@ -569,7 +569,6 @@ function runs(seqs: readonly number[]): [number, number][] {
   return out;
 }
 
-/** Keeps the first of records that repeat (TransactionId, Status) within one batch. */
 /** Indexes of the first record of each (TransactionId, Status), in order. */
 function firstOfEach(records: readonly TransactionRecord[]): number[] {
   const seen = new Set<string>();

@@ -251,7 +251,7 @@ describeIf('fleet: sites bridged to a central broker', () => {
     }
   }, 90_000);
 
-  it('carries a start command sent centrally to the right chair and its answer back', async () => {
+  it('carries a start command sent centrally to the right chair and its answer back', { timeout: 60_000 }, async () => {
     const before = SITES.map((s) => (sims.get(s) as Simulator).requests.control);
     const since = consumer.mark();
     const publisher = await mqtt.connectAsync(`mqtts://127.0.0.1:${central.port}`, { ...cert('central-consumer'), clientId: 'central-pos', reconnectPeriod: 0 });
@@ -260,7 +260,13 @@ describeIf('fleet: sites bridged to a central broker', () => {
     } finally {
       await publisher.endAsync();
     }
-    const answer = await consumer.waitFor((m) => m.topic === 'chair-agent/airport-02/chairs/MC7002/start/response', 'the start response', since, 20_000);
+    const answer = await consumer
+      .waitFor((m) => m.topic === 'chair-agent/airport-02/chairs/MC7002/start/response', 'the start response', since, 30_000)
+      .catch((err: unknown) => {
+        const seen = consumer.messages.slice(since).map((m) => `${m.topic} ${m.text.slice(0, 120)}`);
+        const log = agents.get('airport-02')?.agent.lines.slice(-15).map((l) => JSON.stringify(l).slice(0, 200));
+        throw new Error(`${String(err)}\nseen centrally since:\n${seen.join('\n')}\nagent log:\n${log?.join('\n')}`);
+      });
     expect(JSON.parse(answer.text)).toMatchObject({ status: 'ok', transaction: 'central-1' });
     expect((sims.get('airport-02') as Simulator).requests.control).toBe((before[1] as number) + 1);
     expect((sims.get('mall-01') as Simulator).requests.control).toBe(before[0]);

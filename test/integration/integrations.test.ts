@@ -54,7 +54,7 @@ beforeAll(async () => {
     apiKey: TEST_API_KEY,
     chairs: 4,
     locations: ['Ladprao Mall', 'Airport T1'],
-    minuteMs: 150,
+    minuteMs: 400,
     webhook: { url: `http://127.0.0.1:${port}/vendor/webhook`, secret: TEST_SECRET },
   });
   await sim.start();
@@ -165,7 +165,7 @@ describe('bridge request API', () => {
 describe('POS correlation and chair names', () => {
   it("ties the chair's next transaction record to the start that carried a transaction", async () => {
     const since = sub.mark();
-    await sub.client.publishAsync(`${B}/chairs/MC7001/start`, JSON.stringify({ minutes: 1, transaction: 'pos-1' }), { qos: 1 });
+    await sub.client.publishAsync(`${B}/chairs/MC7001/start`, JSON.stringify({ minutes: 5, transaction: 'pos-1' }), { qos: 1 });
     const answer = await sub.waitFor((m) => m.topic === `${B}/chairs/MC7001/start/response`, 'start response', since, 20_000);
     expect(JSON.parse(answer.text)).toEqual({ status: 'ok', transaction: 'pos-1' });
     const rec = await sub.waitFor((m) => m.topic === `${B}/transactions/MC7001`, 'the record of that run', since, 20_000);
