@@ -18,6 +18,15 @@ export interface TestBroker {
   stop(): Promise<void>;
 }
 
+/** Mosquittos this process started and has not stopped yet. */
+const running = new Set<ChildProcess>();
+
+/** Kills every Mosquitto this process started and left running (a test that failed half-way). */
+export function killLeftoverBrokers(): void {
+  for (const c of running) c.kill('SIGKILL');
+  running.clear();
+}
+
 export function mosquittoPath(): string | null {
   for (const p of ['/usr/sbin/mosquitto', '/usr/local/sbin/mosquitto', '/usr/bin/mosquitto']) {
     const r = spawnSync(p, ['-h'], { stdio: 'ignore' });
@@ -55,7 +64,10 @@ async function startMosquitto(bin: string, port: number, options: BrokerOptions)
   );
   let child: ChildProcess | null = null;
   const launch = async (): Promise<void> => {
-    child = spawn(bin, ['-c', conf], { stdio: 'ignore' });
+    const c = spawn(bin, ['-c', conf], { stdio: 'ignore' });
+    child = c;
+    running.add(c);
+    c.once('exit', () => running.delete(c));
     await waitForPort(port);
   };
   const terminate = async (signal: NodeJS.Signals): Promise<void> => {
@@ -63,7 +75,12 @@ async function startMosquitto(bin: string, port: number, options: BrokerOptions)
     child = null;
     if (!c || c.exitCode !== null) return;
     await new Promise<void>((resolve) => {
-      c.once('exit', () => resolve());
+      // A Mosquitto busy in a bridge's reconnect loop can ignore SIGTERM: it must not outlive us.
+      const force = setTimeout(() => c.kill('SIGKILL'), 3_000);
+      c.once('exit', () => {
+        clearTimeout(force);
+        resolve();
+      });
       c.kill(signal);
     });
   };
