@@ -181,7 +181,11 @@ async function exerciseAgent({ label, cmd, args, env, opts, site, broker, sim, h
     );
     expect(true, `${label}: the press started MC7001 (one control call, confirmed by its status)`);
 
-    const backlog = JSON.parse(outbox());
+    // Delivered marks are committed in batches, a moment after the PUBACK.
+    const backlog = await waitFor(() => {
+      const b = JSON.parse(outbox());
+      return b.pending === 0 && b.delivered >= 1 ? b : null;
+    }, `${label}: outbox shows the record delivered`);
     expect(backlog.pending === 0 && backlog.delivered >= 1, `${label}: outbox shows the record delivered`, JSON.stringify(backlog));
     agent.child.kill('SIGTERM');
     const code = await agent.exited;

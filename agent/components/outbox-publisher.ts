@@ -275,8 +275,8 @@ export class OutboxPublisher implements Component {
     this.failures = 0;
     this.acked.add(seq);
     // While stopping, mark at once: the database is still open until the broker connection ends.
-    if (this.acked.size >= 500 || !this.running) this.flush();
-    else this.flushTimer ??= this.deps.clock.setTimeout(() => this.flush(), this.deps.flushIntervalMs ?? 50);
+    if (this.acked.size >= 2000 || !this.running) this.flush();
+    else this.flushTimer ??= this.deps.clock.setTimeout(() => this.flush(), this.deps.flushIntervalMs ?? 200);
     if (this.inflight.size === 0) this.drained?.();
     this.pump();
   }

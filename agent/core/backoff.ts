@@ -24,7 +24,7 @@ export const FAST_RECONNECT_WINDOW_MS = 30_000;
 
 /**
  * The wait before reconnect attempt `attempt` (0-based) of an outage that began `outageMs` ago.
- * For the first 30 s: 50 ms doubling, at most 150 ms, so a restarted broker is met within about
+ * For the first 30 s: 50 ms doubling, at most 100 ms, so a restarted broker is met within about
  * 100 ms (a refused connection to a broker on the LAN costs next to nothing); after that it grows
  * to `capMs` (mqtt.reconnectSeconds), so a site whose broker is gone for hours tries a few times a
  * minute. Each wait is uniformly jittered in [d/2, d], so the boxes of a fleet behind one central
@@ -32,7 +32,7 @@ export const FAST_RECONNECT_WINDOW_MS = 30_000;
  */
 export function reconnectDelay(attempt: number, outageMs: number, capMs: number, random: () => number = Math.random): number {
   const fast = outageMs < FAST_RECONNECT_WINDOW_MS;
-  const cap = fast ? Math.min(150, capMs) : capMs;
+  const cap = fast ? Math.min(100, capMs) : capMs;
   const d = Math.min(cap, (fast ? 50 : 500) * 2 ** Math.min(Math.max(0, attempt), 20));
   return Math.round(d / 2 + (random() * d) / 2);
 }

@@ -125,8 +125,11 @@ describe('one unpublishable record never stops the others', () => {
       expect(proxy.cuts).toBeLessThanOrEqual(4);
       expect(s.lines.find((l) => l.msg.startsWith('transaction parked'))?.['reason']).toBe('the broker closed the connection each time it was sent (2 times)');
       // Visible: the outbox command, /metrics, bridge/info.
-      const cli = await runCli(['outbox', '--parked', '--config', s.config]);
-      expect(cli.stdout, cli.stderr).toMatch(/waiting:\s+1 \(1 parked: the broker refused them; see --parked\)/);
+      // Delivered marks are committed in batches (at most 200 ms later): the command reads the file.
+      const cli = await waitFor(async () => {
+        const r = await runCli(['outbox', '--parked', '--config', s.config]);
+        return /waiting:\s+1 \(1 parked: the broker refused them; see --parked\)/.test(r.stdout) ? r : null;
+      }, 'the outbox command to show the one parked record');
       expect(cli.stdout).toContain(`${records[4]!['TransactionId'] as string} playing MC7001: the broker closed the connection each time it was sent (2 times)`);
       expect(await (await fetch(`${s.base}/metrics`)).text()).toMatch(/^chair_agent_outbox_parked 1$/m);
       const info = await Subscriber.connect(broker.url, 'chair-agent/poison/bridge/info');
