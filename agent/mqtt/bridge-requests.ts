@@ -3,7 +3,7 @@ import { errorMessage } from '../errors.js';
 import type { Logger } from '../logger.js';
 import type { Metrics } from '../metrics.js';
 import type { Broker, InboundMessage } from './broker.js';
-import { responseTopicProblem } from './start-commands.js';
+import { publishAnswer, responseTopicProblem } from './start-commands.js';
 import type { Topics } from './topics.js';
 
 /** A request is a small JSON object; anything over this is refused before it is parsed. */
@@ -90,14 +90,8 @@ export class BridgeRequests implements Component {
       answer = { status: 'error', error: code, message };
     }
     if (transaction !== undefined) answer['transaction'] = transaction;
-    const payload = JSON.stringify(answer);
-    const sends = [this.deps.broker.publish(own, payload, { qos: 1 })];
-    if (msg.responseTopic !== undefined && msg.responseTopic !== own && responseProblem === null) {
-      sends.push(this.deps.broker.publish(msg.responseTopic, payload, { qos: 1, ...(msg.correlationData ? { correlationData: msg.correlationData } : {}) }));
-    }
-    for (const r of await Promise.allSettled(sends)) {
-      if (r.status === 'rejected') this.deps.logger.warn({ request: name.slice(0, 64), err: errorMessage(r.reason) }, 'cannot publish a bridge response');
-    }
+    const failed = await publishAnswer(this.deps.broker, own, msg, responseProblem === null, JSON.stringify(answer));
+    for (const err of failed) this.deps.logger.warn({ request: name.slice(0, 64), err: errorMessage(err) }, 'cannot publish a bridge response');
   }
 }
 

@@ -51,6 +51,19 @@ export function responseTopicProblem(topic: string, topics: Topics): string | nu
   return null;
 }
 
+/**
+ * Sends an answer to its own topic and, when the request carried a usable MQTT 5 response topic
+ * (one `responseTopicProblem` accepts), there too with the request's correlation data. Resolves
+ * to the publishes that failed.
+ */
+export async function publishAnswer(broker: Broker, own: string, msg: InboundMessage, responseUsable: boolean, payload: string): Promise<unknown[]> {
+  const sends = [broker.publish(own, payload, { qos: 1 })];
+  if (msg.responseTopic !== undefined && msg.responseTopic !== own && responseUsable) {
+    sends.push(broker.publish(msg.responseTopic, payload, { qos: 1, ...(msg.correlationData ? { correlationData: msg.correlationData } : {}) }));
+  }
+  return (await Promise.allSettled(sends)).flatMap((r) => (r.status === 'rejected' ? [r.reason as unknown] : []));
+}
+
 export interface StartCommandsDeps {
   broker: Broker;
   topics: Topics;
@@ -132,14 +145,7 @@ export class MqttStartCommands implements Component {
       answer = outcome.ok ? { status: 'ok' } : { status: 'error', error: outcome.error };
     }
     if ('transaction' in command && command.transaction !== undefined) answer['transaction'] = command.transaction;
-    const payload = JSON.stringify(answer);
-    const sends = [this.deps.broker.publish(this.deps.topics.startResponse(deviceId), payload, { qos: 1 })];
-    if (msg.responseTopic !== undefined && responseProblem === null) {
-      sends.push(this.deps.broker.publish(msg.responseTopic, payload, { qos: 1, ...(msg.correlationData ? { correlationData: msg.correlationData } : {}) }));
-    }
-    const results = await Promise.allSettled(sends);
-    for (const r of results) {
-      if (r.status === 'rejected') this.deps.logger.warn({ deviceId, err: errorMessage(r.reason) }, 'cannot publish a start response');
-    }
+    const failed = await publishAnswer(this.deps.broker, this.deps.topics.startResponse(deviceId), msg, responseProblem === null, JSON.stringify(answer));
+    for (const err of failed) this.deps.logger.warn({ deviceId, err: errorMessage(err) }, 'cannot publish a start response');
   }
 }
