@@ -1,4 +1,5 @@
-import cron from 'node-cron';
+import { nextInstant, wallMatcher } from './core/cron-next.js';
+import { zoneOffsets } from './core/time-zone.js';
 import type { Clock, Timer } from './clock.js';
 import type { Logger } from './logger.js';
 import { errorMessage } from './errors.js';
@@ -17,19 +18,6 @@ const LOOK_AGAIN_MS = 60_000;
 /** Two runs of one job are never closer than this, whatever the wall clock does. */
 const MIN_GAP_MS = 1_000;
 
-interface Matcher {
-  getNextMatch(date: Date): Date;
-}
-
-/** node-cron's own matcher for an expression (the same parser that validated the config). */
-function matcherFor(expression: string, timeZone: string): Matcher {
-  const task = cron.createTask(expression, () => undefined, { timezone: timeZone });
-  const matcher = (task as unknown as { timeMatcher?: Matcher }).timeMatcher;
-  void task.destroy();
-  if (!matcher || typeof matcher.getNextMatch !== 'function') throw new Error('node-cron has no time matcher: pin node-cron 4.x');
-  return matcher;
-}
-
 /**
  * Cron expressions on a clock that jumps. The next match is read off the wall clock (cron is wall
  * time, in the site's zone), but the wait is a monotonic timer, cut at a minute to look again:
@@ -42,7 +30,9 @@ function matcherFor(expression: string, timeZone: string): Matcher {
 export function monotonicScheduler(timeZone: string, clock: Clock, logger: Logger): Scheduler {
   return {
     schedule(expression, name, task) {
-      const matcher = matcherFor(expression, timeZone);
+      const matcher = wallMatcher(expression);
+      const offsetAt = zoneOffsets(timeZone);
+      if (!offsetAt) throw new Error(`unknown time zone ${timeZone}`);
       let timer: Timer | null = null;
       let stopped = false;
       let running = false;
@@ -53,7 +43,7 @@ export function monotonicScheduler(timeZone: string, clock: Clock, logger: Logge
       const plan = (): void => {
         if (stopped) return;
         const now = clock.now();
-        const next = matcher.getNextMatch(new Date(Math.max(now, last))).getTime();
+        const next = nextInstant(matcher, Math.max(now, last), offsetAt);
         const wait = next - now;
         const full = wait <= LOOK_AGAIN_MS;
         timer = clock.setTimeout(() => {

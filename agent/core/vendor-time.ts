@@ -1,3 +1,5 @@
+import { zoneOffsets } from './time-zone.js';
+
 /**
  * The vendor speaks "YYYY-MM-DD HH:MM:SS" wall-clock times with no zone; they are read in the
  * site's IANA zone. Published times are ISO 8601 with that zone's offset, e.g.
@@ -5,82 +7,20 @@
  */
 const VENDOR_TIME = /^(\d{4})-(\d{2})-(\d{2})[ T](\d{2}):(\d{2}):(\d{2})$/;
 
-const formatters = new Map<string, Intl.DateTimeFormat>();
-
-function formatterFor(timeZone: string): Intl.DateTimeFormat {
-  let f = formatters.get(timeZone);
-  if (!f) {
-    f = new Intl.DateTimeFormat('en-US', {
-      timeZone,
-      hourCycle: 'h23',
-      year: 'numeric',
-      month: '2-digit',
-      day: '2-digit',
-      hour: '2-digit',
-      minute: '2-digit',
-      second: '2-digit',
-    });
-    formatters.set(timeZone, f);
-  }
-  return f;
+export function isValidTimeZone(name: string): boolean {
+  return zoneOffsets(name) !== null;
 }
 
-export function isValidTimeZone(timeZone: string): boolean {
-  try {
-    formatterFor(timeZone);
-    return true;
-  } catch {
-    return false;
-  }
+/** Offset of the zone from UTC at an instant, in seconds east. */
+function offsetSeconds(epochMs: number, zone: string): number {
+  const offsetAt = zoneOffsets(zone);
+  if (!offsetAt) throw new Error(`unknown time zone ${zone}`);
+  return offsetAt(epochMs);
 }
 
-interface WallTime {
-  year: number;
-  month: number;
-  day: number;
-  hour: number;
-  minute: number;
-  second: number;
-}
-
-function wallTimeAt(epochMs: number, timeZone: string): WallTime {
-  const parts = formatterFor(timeZone).formatToParts(new Date(epochMs));
-  const get = (type: Intl.DateTimeFormatPartTypes): number =>
-    Number(parts.find((p) => p.type === type)?.value ?? 0);
-  return {
-    year: get('year'),
-    month: get('month'),
-    day: get('day'),
-    hour: get('hour'),
-    minute: get('minute'),
-    second: get('second'),
-  };
-}
-
-/** Offset of the zone from UTC at an instant, in minutes (east positive). */
-export function offsetMinutes(epochMs: number, timeZone: string): number {
-  const w = wallTimeAt(epochMs, timeZone);
-  const asUtc = Date.UTC(w.year, w.month - 1, w.day, w.hour, w.minute, w.second);
-  const whole = Math.floor(epochMs / 1000) * 1000;
-  return Math.round((asUtc - whole) / 60000);
-}
-
-/**
- * Zone offsets only change on quarter-hour boundaries, so one Intl lookup per zone and quarter
- * hour is enough; formatting many times (every published transaction) stays cheap.
- */
-const QUARTER_HOUR = 900_000;
-const offsetCache = new Map<string, number>();
-
-function cachedOffset(epochMs: number, timeZone: string): number {
-  const key = `${timeZone}|${Math.floor(epochMs / QUARTER_HOUR)}`;
-  let offset = offsetCache.get(key);
-  if (offset === undefined) {
-    offset = offsetMinutes(Math.floor(epochMs / QUARTER_HOUR) * QUARTER_HOUR, timeZone);
-    if (offsetCache.size >= 256) offsetCache.clear();
-    offsetCache.set(key, offset);
-  }
-  return offset;
+/** Offset of the zone from UTC at an instant, in minutes east (as ISO 8601 writes it). */
+function offsetMinutes(epochMs: number, zone: string): number {
+  return Math.round(offsetSeconds(epochMs, zone) / 60);
 }
 
 /** The instant of a vendor wall-clock time in the zone, or null when the text is not of that form. */
@@ -93,8 +33,8 @@ export function parseVendorTime(text: string, timeZone: string): number | null {
   if (month < 1 || month > 12 || day < 1 || day > 31 || hour > 23 || minute > 59 || second > 59) return null;
   const asUtc = Date.UTC(year, month - 1, day, hour, minute, second);
   // Two passes settle the offset across a DST change.
-  let instant = asUtc - cachedOffset(asUtc, timeZone) * 60000;
-  instant = asUtc - cachedOffset(instant, timeZone) * 60000;
+  let instant = asUtc - offsetSeconds(asUtc, timeZone) * 1000;
+  instant = asUtc - offsetSeconds(instant, timeZone) * 1000;
   return instant;
 }
 
@@ -102,13 +42,13 @@ const pad = (n: number, width = 2): string => String(n).padStart(width, '0');
 
 /** "YYYY-MM-DD HH:MM:SS" of an instant in the zone: the form the vendor uses. */
 export function formatVendorTime(epochMs: number, timeZone: string): string {
-  const d = new Date(Math.floor(epochMs / 1000) * 1000 + cachedOffset(epochMs, timeZone) * 60_000);
+  const d = new Date(Math.floor(epochMs / 1000) * 1000 + offsetSeconds(epochMs, timeZone) * 1000);
   return `${pad(d.getUTCFullYear(), 4)}-${pad(d.getUTCMonth() + 1)}-${pad(d.getUTCDate())} ${pad(d.getUTCHours())}:${pad(d.getUTCMinutes())}:${pad(d.getUTCSeconds())}`;
 }
 
 /** ISO 8601 with the zone's offset, second precision. */
 export function formatIsoWithOffset(epochMs: number, timeZone: string): string {
-  const off = cachedOffset(epochMs, timeZone);
+  const off = offsetMinutes(epochMs, timeZone);
   const sign = off < 0 ? '-' : '+';
   const abs = Math.abs(off);
   return `${formatVendorTime(epochMs, timeZone).replace(' ', 'T')}${sign}${pad(Math.floor(abs / 60))}:${pad(abs % 60)}`;
@@ -141,12 +81,12 @@ export function formatNaive(naive: number): string {
 
 /** The instant a naive vendor time stands for, read in the zone. */
 export function naiveToInstant(naive: number, timeZone: string): number {
-  let instant = naive - cachedOffset(naive, timeZone) * 60_000;
-  instant = naive - cachedOffset(instant, timeZone) * 60_000;
+  let instant = naive - offsetSeconds(naive, timeZone) * 1000;
+  instant = naive - offsetSeconds(instant, timeZone) * 1000;
   return instant;
 }
 
 /** The naive vendor time of an instant in the zone. */
 export function instantToNaive(instant: number, timeZone: string): number {
-  return Math.floor(instant / 1000) * 1000 + cachedOffset(instant, timeZone) * 60_000;
+  return Math.floor(instant / 1000) * 1000 + offsetSeconds(instant, timeZone) * 1000;
 }
