@@ -3,6 +3,7 @@ import type { Clock } from '../clock.js';
 import type { Logger } from '../logger.js';
 import { fullJitterDelay, parseRetryAfter } from '../core/backoff.js';
 import { VendorError } from './errors.js';
+import { ListRepeats } from './list-repeat.js';
 import { parseChairList, parseChairStatus, parseJsonText, parseTransactionListBody, unwrapEnvelope } from './parse.js';
 import type { CallOptions, ChairList, ChairReading, TransactionPage, TransactionQuery, VendorApi } from './vendor-api.js';
 
@@ -55,6 +56,7 @@ export class UndiciVendorApi implements VendorApi {
   private readonly origin: URL;
   private readonly dispatcher: Dispatcher;
   private readonly ownsDispatcher: boolean;
+  private readonly listRepeats = new ListRepeats();
 
   constructor(private readonly opts: VendorClientOptions) {
     this.origin = new URL(opts.baseUrl.endsWith('/') ? opts.baseUrl : `${opts.baseUrl}/`);
@@ -66,7 +68,7 @@ export class UndiciVendorApi implements VendorApi {
 
   async listChairs(options: CallOptions = {}): Promise<ChairList> {
     const text = await this.get('lists', 'api/chair/lists', options);
-    return parseChairList(unwrapEnvelope(parseJsonText(text)));
+    return this.listRepeats.read(text, (body) => parseChairList(unwrapEnvelope(parseJsonText(body))));
   }
 
   async chairStatus(deviceId: string, options: CallOptions = {}): Promise<ChairReading> {
