@@ -468,6 +468,7 @@ export function build(config: Config, deps: AgentDeps): Agent {
       } catch (err) {
         logger.warn({ err: errorMessage(err) }, 'vendor client did not close cleanly');
       }
+      metrics.close();
     },
   };
 }

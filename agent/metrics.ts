@@ -1,119 +1,194 @@
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { readdirSync } from 'node:fs';
+import { monitorEventLoopDelay, type ELDHistogram } from 'node:perf_hooks';
 
 /**
- * The agent's Prometheus metrics, in a registry of its own. Gauges that mirror state read it at
- * scrape time (`collect`), so nothing is computed between scrapes.
+ * The agent's Prometheus metrics (text exposition format 0.0.4). Counters and one histogram kept
+ * as they happen; gauges that mirror state read it at scrape time, so nothing is computed between
+ * scrapes. Written here rather than with prom-client: the dozen series the agent has do not need
+ * its registry, cluster aggregation and GC observers, which cost about 1.5 MB of a Pi's memory and
+ * a wakeup per second (see docs/ARCHITECTURE.md).
  */
-export class Metrics {
-  readonly registry = new Registry();
-  readonly vendorRequests: Counter<'endpoint' | 'outcome'>;
-  readonly vendorDuration: Histogram<'endpoint'>;
-  readonly polls: Counter<'outcome'>;
-  readonly mqttPublished: Counter<'kind'>;
-  readonly webhookRequests: Counter<'status'>;
-  readonly syncRuns: Counter<'outcome'>;
-  readonly syncRecords: Counter<'outcome'>;
-  readonly starts: Counter<'source' | 'outcome'>;
-  readonly buttonPresses: Counter<'device_id'>;
-  readonly parked: Counter;
-  readonly refused: Counter<'what' | 'status'>;
+type LabelValues<L extends string> = Partial<Record<L, string | number>>;
 
-  constructor(options: { defaultMetrics?: boolean } = {}) {
-    const r = this.registry;
-    // The event loop lag monitor ticks at this resolution; prom-client's 10 ms default keeps an
-    // idle agent waking 100 times a second (about 30 CPU-seconds an hour). The systemd watchdog
-    // catches a blocked loop; this metric only needs to show lag trends.
-    if (options.defaultMetrics ?? true) collectDefaultMetrics({ register: r, eventLoopMonitoringPrecision: 1000 });
-    this.vendorRequests = new Counter({
-      name: 'chair_agent_vendor_requests_total',
-      help: 'Requests to the vendor API by endpoint and outcome (HTTP status or error code)',
-      labelNames: ['endpoint', 'outcome'],
-      registers: [r],
-    });
-    this.vendorDuration = new Histogram({
-      name: 'chair_agent_vendor_request_duration_seconds',
-      help: 'Duration of vendor API requests',
-      labelNames: ['endpoint'],
-      buckets: [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
-      registers: [r],
-    });
-    this.polls = new Counter({ name: 'chair_agent_polls_total', help: 'Chair list polls by outcome', labelNames: ['outcome'], registers: [r] });
-    this.mqttPublished = new Counter({
-      name: 'chair_agent_mqtt_published_total',
-      help: 'Messages acknowledged by the broker, by kind',
-      labelNames: ['kind'],
-      registers: [r],
-    });
-    this.webhookRequests = new Counter({
-      name: 'chair_agent_webhook_requests_total',
-      help: 'Webhook requests by HTTP status answered',
-      labelNames: ['status'],
-      registers: [r],
-    });
-    this.syncRuns = new Counter({ name: 'chair_agent_sync_runs_total', help: 'Transaction sync runs by outcome', labelNames: ['outcome'], registers: [r] });
-    this.syncRecords = new Counter({
-      name: 'chair_agent_sync_records_total',
-      help: 'Transaction records read by sync: new, known, rejected',
-      labelNames: ['outcome'],
-      registers: [r],
-    });
-    this.starts = new Counter({
-      name: 'chair_agent_starts_total',
-      help: 'Chair starts by source (button, mqtt, cli) and outcome',
-      labelNames: ['source', 'outcome'],
-      registers: [r],
-    });
-    this.buttonPresses = new Counter({
-      name: 'chair_agent_button_presses_total',
-      help: 'Debounced button presses',
-      labelNames: ['device_id'],
-      registers: [r],
-    });
-    this.parked = new Counter({
-      name: 'chair_agent_outbox_parked_total',
-      help: 'Transactions set aside because the broker refused them (or dropped the connection on them)',
-      registers: [r],
-    });
-    this.refused = new Counter({
-      name: 'chair_agent_refused_requests_total',
-      help: 'Requests and commands refused, by what (webhook, start, http) and why',
-      labelNames: ['what', 'status'],
-      registers: [r],
-    });
+const escapeLabel = (v: string): string => v.replace(/\\/g, '\\\\').replace(/\n/g, '\\n').replace(/"/g, '\\"');
+const escapeHelp = (v: string): string => v.replace(/\\/g, '\\\\').replace(/\n/g, '\\n');
+const number = (v: number): string => (Number.isNaN(v) ? 'NaN' : v === Infinity ? '+Inf' : v === -Infinity ? '-Inf' : String(v));
+
+function labelText(names: readonly string[], values: Record<string, string | number | undefined>, extra = ''): string {
+  const parts = names.filter((n) => values[n] !== undefined).map((n) => `${n}="${escapeLabel(String(values[n]))}"`);
+  if (extra) parts.push(extra);
+  return parts.length === 0 ? '' : `{${parts.join(',')}}`;
+}
+
+interface Family {
+  render(): string;
+}
+
+function header(name: string, help: string, type: string): string {
+  return `# HELP ${name} ${escapeHelp(help)}\n# TYPE ${name} ${type}\n`;
+}
+
+export class Counter<L extends string = never> implements Family {
+  private readonly series = new Map<string, { labels: LabelValues<L>; value: number }>();
+
+  constructor(private readonly name: string, private readonly help: string, private readonly labelNames: readonly L[] = []) {}
+
+  inc(labels?: LabelValues<L> | number, value = 1): void {
+    const [l, v] = typeof labels === 'number' ? [{} as LabelValues<L>, labels] : [labels ?? ({} as LabelValues<L>), value];
+    const key = labelText(this.labelNames, l);
+    const s = this.series.get(key);
+    if (s) s.value += v;
+    else this.series.set(key, { labels: l, value: v });
+  }
+
+  render(): string {
+    let out = header(this.name, this.help, 'counter');
+    if (this.series.size === 0 && this.labelNames.length === 0) out += `${this.name} 0\n`;
+    for (const [key, s] of this.series) out += `${this.name}${key} ${number(s.value)}\n`;
+    return out;
+  }
+}
+
+export class Histogram<L extends string = never> implements Family {
+  private readonly series = new Map<string, { labels: LabelValues<L>; counts: number[]; sum: number; count: number }>();
+
+  constructor(
+    private readonly name: string,
+    private readonly help: string,
+    private readonly labelNames: readonly L[],
+    private readonly buckets: readonly number[],
+  ) {}
+
+  observe(labels: LabelValues<L>, value: number): void {
+    const key = labelText(this.labelNames, labels);
+    let s = this.series.get(key);
+    if (!s) this.series.set(key, (s = { labels, counts: this.buckets.map(() => 0), sum: 0, count: 0 }));
+    for (let i = 0; i < this.buckets.length; i++) if (value <= (this.buckets[i] as number)) (s.counts[i] as number)++;
+    s.sum += value;
+    s.count++;
+  }
+
+  render(): string {
+    let out = header(this.name, this.help, 'histogram');
+    for (const [key, s] of this.series) {
+      const l = s.labels as Record<string, string | number | undefined>;
+      this.buckets.forEach((b, i) => (out += `${this.name}_bucket${labelText(this.labelNames, l, `le="${number(b)}"`)} ${s.counts[i]}\n`));
+      out += `${this.name}_bucket${labelText(this.labelNames, l, 'le="+Inf"')} ${s.count}\n`;
+      out += `${this.name}_sum${key} ${number(s.sum)}\n${this.name}_count${key} ${s.count}\n`;
+    }
+    return out;
+  }
+}
+
+class ReadGauge implements Family {
+  constructor(
+    private readonly name: string,
+    private readonly help: string,
+    private readonly label: string | null,
+    private readonly read: () => [string | null, number][],
+    private readonly type = 'gauge',
+  ) {}
+
+  render(): string {
+    let out = header(this.name, this.help, this.type);
+    for (const [value, n] of this.read()) {
+      out += `${this.name}${this.label !== null && value !== null ? `{${this.label}="${escapeLabel(value)}"}` : ''} ${number(n)}\n`;
+    }
+    return out;
+  }
+}
+
+export class Metrics {
+  private readonly families: Family[] = [];
+  private lag: ELDHistogram | null = null;
+  readonly vendorRequests = this.add(new Counter('chair_agent_vendor_requests_total', 'Requests to the vendor API by endpoint and outcome (HTTP status or error code)', ['endpoint', 'outcome']));
+  readonly vendorDuration = this.add(new Histogram('chair_agent_vendor_request_duration_seconds', 'Duration of vendor API requests', ['endpoint'], [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]));
+  readonly polls = this.add(new Counter('chair_agent_polls_total', 'Chair list polls by outcome', ['outcome']));
+  readonly mqttPublished = this.add(new Counter('chair_agent_mqtt_published_total', 'Messages acknowledged by the broker, by kind', ['kind']));
+  readonly webhookRequests = this.add(new Counter('chair_agent_webhook_requests_total', 'Webhook requests by HTTP status answered', ['status']));
+  readonly syncRuns = this.add(new Counter('chair_agent_sync_runs_total', 'Transaction sync runs by outcome', ['outcome']));
+  readonly syncRecords = this.add(new Counter('chair_agent_sync_records_total', 'Transaction records read by sync: new, known, rejected', ['outcome']));
+  readonly starts = this.add(new Counter('chair_agent_starts_total', 'Chair starts by source (button, mqtt, cli) and outcome', ['source', 'outcome']));
+  readonly buttonPresses = this.add(new Counter('chair_agent_button_presses_total', 'Debounced button presses', ['device_id']));
+  readonly parked = this.add(new Counter('chair_agent_outbox_parked_total', 'Transactions set aside because the broker refused them (or dropped the connection on them)'));
+  readonly refused = this.add(new Counter('chair_agent_refused_requests_total', 'Requests and commands refused, by what (webhook, start, http) and why', ['what', 'status']));
+
+  constructor(private readonly options: { defaultMetrics?: boolean } = {}) {
+    if (options.defaultMetrics ?? true) this.addProcessMetrics();
+  }
+
+  private add<F extends Family>(family: F): F {
+    this.families.push(family);
+    return family;
   }
 
   /** A gauge whose value is read from the agent's state at scrape time. */
   gauge(name: string, help: string, read: () => number | null): void {
-    new Gauge({
-      name,
-      help,
-      registers: [this.registry],
-      collect() {
-        const v = read();
-        if (v !== null) this.set(v);
-      },
-    });
+    this.add(new ReadGauge(name, help, null, () => {
+      const v = read();
+      return v === null ? [] : [[null, v]];
+    }));
   }
 
   /** A labelled gauge read at scrape time. */
   labelledGauge(name: string, help: string, label: string, read: () => [string, number][]): void {
-    new Gauge({
-      name,
-      help,
-      labelNames: [label],
-      registers: [this.registry],
-      collect() {
-        this.reset();
-        for (const [value, n] of read()) this.set({ [label]: value }, n);
-      },
-    });
+    this.add(new ReadGauge(name, help, label, read));
+  }
+
+  /** What prom-client's default metrics gave that an operator uses, read at scrape time. */
+  private addProcessMetrics(): void {
+    const started = Date.now() / 1000 - process.uptime();
+    const cpu = (pick: (c: NodeJS.CpuUsage) => number) => (): [null, number][] => [[null, pick(process.cpuUsage()) / 1e6]];
+    this.add(new ReadGauge('process_cpu_user_seconds_total', 'Total user CPU time spent in seconds.', null, cpu((c) => c.user), 'counter'));
+    this.add(new ReadGauge('process_cpu_system_seconds_total', 'Total system CPU time spent in seconds.', null, cpu((c) => c.system), 'counter'));
+    this.add(new ReadGauge('process_cpu_seconds_total', 'Total user and system CPU time spent in seconds.', null, cpu((c) => c.user + c.system), 'counter'));
+    this.add(new ReadGauge('process_start_time_seconds', 'Start time of the process since unix epoch in seconds.', null, () => [[null, Math.round(started)]]));
+    this.add(new ReadGauge('process_resident_memory_bytes', 'Resident memory size in bytes.', null, () => [[null, process.memoryUsage.rss()]]));
+    this.add(new ReadGauge('process_open_fds', 'Number of open file descriptors.', null, () => {
+      try {
+        return [[null, readdirSync('/proc/self/fd').length]];
+      } catch {
+        return [];
+      }
+    }));
+    const memory = (pick: (m: NodeJS.MemoryUsage) => number) => (): [null, number][] => [[null, pick(process.memoryUsage())]];
+    this.add(new ReadGauge('nodejs_heap_size_total_bytes', 'Process heap size from Node.js in bytes.', null, memory((m) => m.heapTotal)));
+    this.add(new ReadGauge('nodejs_heap_size_used_bytes', 'Process heap size used from Node.js in bytes.', null, memory((m) => m.heapUsed)));
+    this.add(new ReadGauge('nodejs_external_memory_bytes', 'Node.js external memory size in bytes.', null, memory((m) => m.external)));
+    // Sampled from the first scrape on, 1 s resolution, reset at each scrape: lag since the last.
+    const lag = (pick: (h: ELDHistogram) => number) => (): [null, number][] => {
+      if (!this.lag) return [];
+      const v = pick(this.lag) / 1e9;
+      return Number.isFinite(v) ? [[null, v]] : [];
+    };
+    this.add(new ReadGauge('nodejs_eventloop_lag_mean_seconds', 'Mean of event loop lag since the last scrape.', null, lag((h) => h.mean)));
+    this.add(new ReadGauge('nodejs_eventloop_lag_p99_seconds', 'The 99th percentile of event loop lag since the last scrape.', null, lag((h) => h.percentile(99))));
+    this.add(new ReadGauge('nodejs_eventloop_lag_max_seconds', 'Maximum event loop lag since the last scrape.', null, lag((h) => h.max)));
+    const [major, minor, patch] = process.versions.node.split('.');
+    const version = `${header('nodejs_version_info', 'Node.js version info.', 'gauge')}nodejs_version_info{version="${process.version}",major="${major}",minor="${minor}",patch="${patch}"} 1\n`;
+    this.add({ render: () => version });
   }
 
   text(): Promise<string> {
-    return this.registry.metrics();
+    const lagging = this.lag !== null;
+    const text = this.families.map((f) => f.render()).join('\n');
+    if (this.options.defaultMetrics ?? true) {
+      if (lagging) this.lag?.reset();
+      else {
+        this.lag = monitorEventLoopDelay({ resolution: 1000 });
+        this.lag.enable();
+      }
+    }
+    return Promise.resolve(text);
+  }
+
+  /** Stops the event loop sampler, if a scrape started it. */
+  close(): void {
+    this.lag?.disable();
+    this.lag = null;
   }
 
   get contentType(): string {
-    return this.registry.contentType;
+    return 'text/plain; version=0.0.4; charset=utf-8';
   }
 }
