@@ -170,7 +170,7 @@ export function build(config: Config, deps: AgentDeps): Agent {
   const topics = new Topics(config.mqtt.baseTopic, config.site.id);
   const vendor = deps.vendor ?? vendorFromConfig(config, clock, logger, metrics);
   const broker = deps.broker ?? brokerFromConfig(config, topics, logger, clock);
-  const outbox = deps.outbox ?? new Outbox({ path: config.storage.path, maxSizeMb: config.storage.maxSizeMb });
+  const outbox = deps.outbox ?? new Outbox({ path: config.storage.path, maxSizeMb: config.storage.maxSizeMb, backgroundCheckpoints: true });
   const scheduler = deps.scheduler ?? monotonicScheduler(config.site.timezone, clock, child('scheduler'));
   const vendorClock = new VendorClock();
   const location = locationFilter(config.vendor.location);
@@ -370,6 +370,10 @@ export function build(config: Config, deps: AgentDeps): Agent {
   outbox.on('recovered', (moved) =>
     storeLog.error({ path: config.storage.path, moved }, 'the database file was deleted or replaced while running: recreated it and moved every waiting record into it'),
   );
+  outbox.on('checkpoint', (problem) => {
+    if (problem === null) storeLog.info('background checkpoints work again');
+    else storeLog.warn({ err: problem }, 'background checkpoint failed; retried after the next write');
+  });
   // bridge/info carries the backlog: refresh it when the backlog moves (coalesced by the bridge).
   outbox.on('inserted', () => bridge.infoSoon());
   outbox.on('delivered', () => bridge.infoSoon());

@@ -4,6 +4,7 @@ import { crc32 } from 'node:zlib';
 import Database from 'better-sqlite3';
 import { AgentError, errorCode, errorMessage } from '../errors.js';
 import type { TransactionRecord } from '../vendor/vendor-api.js';
+import { Checkpointer, type CheckpointerTuning } from './checkpointer.js';
 import { migrate } from './migrations.js';
 
 export type RecordSource = 'webhook' | 'poll';
@@ -65,6 +66,10 @@ export interface OutboxEvents {
   writable: [ok: boolean, detail: string];
   /** The database file was deleted or replaced under the agent; this many waiting records were moved into a new one. */
   recovered: [moved: number];
+  /** A background checkpoint failed (null: they work again). The WAL then grows until one succeeds or the writer checkpoints itself. */
+  checkpoint: [problem: string | null];
+  /** A background checkpoint ran: frames in the WAL, and how many of them are in the database file now. */
+  checkpointed: [log: number, copied: number];
 }
 
 export type StoreErrorCode = 'STORE_FULL' | 'STORE_FAILED' | 'STORE_OPEN_FAILED' | 'STORE_DAMAGED' | 'STORE_GONE';
@@ -101,7 +106,17 @@ export interface OutboxOptions {
   /** Caps the database size (PRAGMA max_page_count). */
   maxSizeMb?: number | undefined;
   readonly?: boolean;
+  /**
+   * WAL checkpoints on a worker thread (the running agent), so the event loop never waits on the
+   * fsyncs a checkpoint does. Without it the writer checkpoints inside its commits.
+   */
+  backgroundCheckpoints?: boolean | CheckpointerTuning;
 }
+
+/** Pages in the WAL before a commit checkpoints inline: SQLite's 1000 would stall longer. */
+const INLINE_CHECKPOINT_PAGES = 250;
+/** With background checkpoints the writer only checkpoints itself if they fall this far behind (16 MB). */
+const FALLBACK_CHECKPOINT_PAGES = 4000;
 
 const COLUMNS = 'seq, transaction_id AS transactionId, status, device_id AS deviceId, record, source, received_at AS receivedAt, record_crc AS crc, start_request AS startRequest';
 
@@ -121,6 +136,8 @@ export class Outbox extends EventEmitter<OutboxEvents> {
   private writeFailure: string | null = null;
   private failureCode: StoreErrorCode | null = null;
   private identity: { dev: number; ino: number } | null = null;
+  private checkpointer: Checkpointer | null = null;
+  private checkpointProblem: string | null = null;
 
   constructor(private readonly opts: OutboxOptions) {
     super();
@@ -141,6 +158,7 @@ export class Outbox extends EventEmitter<OutboxEvents> {
       this.db = this.openFile();
       this.statements = this.prepare();
       this.identity = this.fileIdentity();
+      if (this.opts.backgroundCheckpoints && !this.inMemory && !this.opts.readonly) this.useBackgroundCheckpoints();
     } catch (err) {
       this.close();
       throw new StoreError('STORE_OPEN_FAILED', `cannot open the database ${this.opts.path}: ${errorMessage(err)} (storage.path)`, err);
@@ -155,9 +173,7 @@ export class Outbox extends EventEmitter<OutboxEvents> {
       if (!opts.readonly) {
         db.pragma('journal_mode = WAL');
         db.pragma('synchronous = FULL');
-        // Checkpoints run inside a commit, on the event loop: 250 pages (1 MB) at a time instead of
-        // SQLite's 1000 keeps each one short while a big backlog flushes.
-        db.pragma('wal_autocheckpoint = 250');
+        db.pragma(`wal_autocheckpoint = ${opts.backgroundCheckpoints ? FALLBACK_CHECKPOINT_PAGES : INLINE_CHECKPOINT_PAGES}`);
         migrate(db);
         if (opts.maxSizeMb !== undefined) {
           const pageSize = db.pragma('page_size', { simple: true }) as number;
@@ -169,6 +185,25 @@ export class Outbox extends EventEmitter<OutboxEvents> {
       db.close();
       throw err;
     }
+  }
+
+  private useBackgroundCheckpoints(): void {
+    const tuning = typeof this.opts.backgroundCheckpoints === 'object' ? this.opts.backgroundCheckpoints : {};
+    this.checkpointer = new Checkpointer({
+      ...tuning,
+      path: this.opts.path,
+      onDone: (r) => {
+        this.checkpointed(null);
+        this.emit('checkpointed', r.log, r.checkpointed);
+      },
+      onError: (problem) => this.checkpointed(problem),
+    });
+  }
+
+  private checkpointed(problem: string | null): void {
+    if (problem === this.checkpointProblem) return;
+    this.checkpointProblem = problem;
+    this.emit('checkpoint', problem);
   }
 
   get isOpen(): boolean {
@@ -264,7 +299,7 @@ export class Outbox extends EventEmitter<OutboxEvents> {
       throw e;
     }
     this.emit('recovered', moved);
-    this.succeeded();
+    this.committed();
   }
 
   private recreate(): number {
@@ -294,6 +329,7 @@ export class Outbox extends EventEmitter<OutboxEvents> {
     this.db = fresh;
     this.statements = this.prepare();
     this.identity = this.fileIdentity();
+    this.checkpointer?.reopen();
     old.close();
     return moved;
   }
@@ -345,7 +381,7 @@ export class Outbox extends EventEmitter<OutboxEvents> {
         })
         .immediate(),
     );
-    this.succeeded();
+    this.committed();
     if (inserted > 0) {
       this.emit('stored', stored);
       this.emit('inserted', inserted);
@@ -409,7 +445,7 @@ export class Outbox extends EventEmitter<OutboxEvents> {
         }
       }
     }
-    this.succeeded();
+    this.committed();
     this.emit('delivered', changed);
   }
 
@@ -428,7 +464,7 @@ export class Outbox extends EventEmitter<OutboxEvents> {
         })
         .immediate(),
     );
-    this.succeeded();
+    this.committed();
     return retryAt;
   }
 
@@ -444,7 +480,7 @@ export class Outbox extends EventEmitter<OutboxEvents> {
         .immediate(),
     );
     if (n > 0) {
-      this.succeeded();
+      this.committed();
       this.emit('inserted', n);
     }
     return n;
@@ -495,7 +531,7 @@ export class Outbox extends EventEmitter<OutboxEvents> {
         })
         .immediate(),
     );
-    this.succeeded();
+    this.committed();
     return n;
   }
 
@@ -508,7 +544,7 @@ export class Outbox extends EventEmitter<OutboxEvents> {
     if (this.getState(key) === value) return;
     this.ensureFile(`saving ${key}`);
     this.guard(`saving ${key}`, () => this.stmt.setState.run(key, value));
-    this.succeeded();
+    this.committed();
   }
 
   /** Null while writes succeed, else why the last one failed. */
@@ -530,6 +566,12 @@ export class Outbox extends EventEmitter<OutboxEvents> {
     this.emit('writable', false, message);
   }
 
+  /** After every successful write: the checkpointer learns the WAL grew. */
+  private committed(): void {
+    this.checkpointer?.written();
+    this.succeeded();
+  }
+
   private succeeded(): void {
     if (this.writeFailure === null) return;
     this.writeFailure = null;
@@ -542,6 +584,8 @@ export class Outbox extends EventEmitter<OutboxEvents> {
   }
 
   close(): void {
+    this.checkpointer?.stop();
+    this.checkpointer = null;
     const db = this.db;
     this.db = null;
     this.statements = null;

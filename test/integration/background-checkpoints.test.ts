@@ -1,0 +1,125 @@
+import { copyFileSync, mkdtempSync, rmSync } from 'node:fs';
+import { once } from 'node:events';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import Database from 'better-sqlite3';
+import { describe, expect, it, vi } from 'vitest';
+import { Checkpointer, type CheckpointResult } from '../../agent/store/checkpointer.js';
+import { Outbox } from '../../agent/store/outbox.js';
+import { asRecord, vendorRecord } from '../helpers/records.js';
+
+function store(): { outbox: Outbox; path: string; dir: string } {
+  const dir = mkdtempSync(join(tmpdir(), 'checkpoints-'));
+  const path = join(dir, 'agent.db');
+  const outbox = new Outbox({ path, backgroundCheckpoints: { minFrames: 0, periodMs: 0 } });
+  outbox.open();
+  return { outbox, path, dir };
+}
+
+/** The records a copy of the database file alone holds: what is in it, not only in its WAL. */
+function inFileAlone(path: string, dir: string): number {
+  const copy = join(dir, `copy-${Math.random().toString(36).slice(2)}.db`);
+  copyFileSync(path, copy);
+  const db = new Database(copy, { readonly: true });
+  try {
+    return (db.prepare('SELECT COUNT(*) AS n FROM transactions').get() as { n: number }).n;
+  } finally {
+    db.close();
+  }
+}
+
+describe('background checkpoints (the running agent)', () => {
+  it('copies committed records from the WAL into the database file off the event loop', async () => {
+    const { outbox, path, dir } = store();
+    const done = once(outbox, 'checkpointed');
+    outbox.insert([1, 2, 3].map(() => asRecord(vendorRecord())), 'webhook', 1000);
+    const [log, copied] = (await done) as [number, number];
+    expect(log).toBeGreaterThan(0);
+    expect(copied).toBe(log);
+    expect(inFileAlone(path, dir)).toBe(3);
+    // Delivered marks (not synced on their own) are checkpointed too.
+    const next = once(outbox, 'checkpointed');
+    outbox.markDelivered(outbox.pending(0, 10).map((r) => r.seq), 2000);
+    await next;
+    expect(outbox.stats()).toMatchObject({ pending: 0, delivered: 3 });
+    outbox.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('lets its thread end when writes stop and starts it again with the next write', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'checkpoints-'));
+    const path = join(dir, 'agent.db');
+    const writer = new Database(path);
+    writer.pragma('journal_mode = WAL');
+    writer.pragma('wal_autocheckpoint = 0');
+    writer.exec('CREATE TABLE transactions (n INTEGER)');
+    const results: CheckpointResult[] = [];
+    let done: () => void = () => {};
+    const cp = new Checkpointer({ path, minFrames: 0, periodMs: 0, idleMs: 50, onDone: (r) => (results.push(r), done()) });
+    const write = async (): Promise<void> => {
+      writer.prepare('INSERT INTO transactions VALUES (1)').run();
+      const answered = new Promise<void>((resolve) => (done = resolve));
+      cp.written();
+      await answered;
+    };
+    // Nothing written yet: no thread at all (an idle agent carries no second isolate).
+    expect(cp.running).toBe(false);
+    await write();
+    expect(cp.running).toBe(true);
+    await vi.waitFor(() => expect(cp.running).toBe(false), { timeout: 5000 });
+    await write();
+    expect(results.map((r) => r.log === r.checkpointed && r.log > 0)).toEqual([true, true]);
+    expect(inFileAlone(path, dir)).toBe(2);
+    cp.stop();
+    writer.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('folds a quiet box\'s few writes in once, after a quiet spell', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'checkpoints-'));
+    const path = join(dir, 'agent.db');
+    const outbox = new Outbox({ path, backgroundCheckpoints: { minFrames: 200, idleCheckpointMs: 300, periodMs: 0 } });
+    outbox.open();
+    const runs: number[] = [];
+    outbox.on('checkpointed', (_log, copied) => runs.push(copied));
+    const quiet = once(outbox, 'checkpointed');
+    for (let i = 0; i < 3; i++) outbox.insert([asRecord(vendorRecord())], 'webhook', 1000 + i);
+    await quiet;
+    expect(runs).toHaveLength(1);
+    expect(inFileAlone(path, dir)).toBe(3);
+    outbox.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('copies a burst past minFrames at once, without waiting for a quiet spell', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'checkpoints-'));
+    const path = join(dir, 'agent.db');
+    const outbox = new Outbox({ path, backgroundCheckpoints: { minFrames: 200, idleCheckpointMs: 600_000, periodMs: 0 } });
+    outbox.open();
+    const burst = once(outbox, 'checkpointed');
+    outbox.insert(Array.from({ length: 3000 }, () => asRecord(vendorRecord())), 'webhook', 2000);
+    const [, copied] = (await burst) as [number, number];
+    expect(copied).toBeGreaterThanOrEqual(200);
+    expect(inFileAlone(path, dir)).toBe(3000);
+    outbox.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('follows the file when it is deleted and recreated under the agent', async () => {
+    const { outbox, path, dir } = store();
+    const first = once(outbox, 'checkpointed');
+    outbox.insert([asRecord(vendorRecord())], 'webhook', 1000);
+    await first;
+    rmSync(path);
+    rmSync(`${path}-wal`, { force: true });
+    rmSync(`${path}-shm`, { force: true });
+    const recovered = once(outbox, 'recovered');
+    const after = once(outbox, 'checkpointed');
+    outbox.insert([asRecord(vendorRecord())], 'webhook', 2000);
+    expect((await recovered)[0]).toBe(1);
+    await after;
+    await vi.waitFor(() => expect(inFileAlone(path, dir)).toBe(2), { timeout: 5000 });
+    outbox.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+});
