@@ -170,7 +170,7 @@ export function build(config: Config, deps: AgentDeps): Agent {
   const topics = new Topics(config.mqtt.baseTopic, config.site.id);
   const vendor = deps.vendor ?? vendorFromConfig(config, clock, logger, metrics);
   const broker = deps.broker ?? brokerFromConfig(config, topics, logger, clock);
-  const outbox = deps.outbox ?? new Outbox({ path: config.storage.path, maxSizeMb: config.storage.maxSizeMb, backgroundCheckpoints: true });
+  const outbox = deps.outbox ?? new Outbox({ path: config.storage.path, maxSizeMb: config.storage.maxSizeMb, worker: true });
   const scheduler = deps.scheduler ?? monotonicScheduler(config.site.timezone, clock, child('scheduler'));
   const vendorClock = new VendorClock();
   const location = locationFilter(config.vendor.location);
@@ -354,10 +354,10 @@ export function build(config: Config, deps: AgentDeps): Agent {
         }
       }, 30_000);
     },
-    stop: () => {
+    stop: async () => {
       fileCheck?.cancel();
       fileCheck = null;
-      webhookCommits.flush();
+      await webhookCommits.drain();
       outbox.close();
     },
   };

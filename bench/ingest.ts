@@ -15,6 +15,7 @@ import { BENCH_DIR, sleep, spawnNode, type Proc } from './lib/spawn.js';
 import { median, percentile, round } from './lib/stats.js';
 
 const SECRET = 'ingest-secret-0123';
+const WARM = Number(process.env['INGEST_WARM'] ?? 500);
 
 export interface IngestSide {
   perSecond: number[];
@@ -129,8 +130,8 @@ export async function benchIngest(requests = 4000, concurrency = 16, runs = 5): 
   const agent = { perSecond: [] as number[], latencies: [] as number[], bytes: 0 };
   const peer = { perSecond: [] as number[], latencies: [] as number[], bytes: 0 };
   try {
-    await drive(a.port, 'warm-a', 500, concurrency, a.proc.child.pid as number);
-    await drive(p.port, 'warm-p', 500, concurrency, p.proc.pid);
+    await drive(a.port, 'warm-a', WARM, concurrency, a.proc.child.pid as number);
+    await drive(p.port, 'warm-p', WARM, concurrency, p.proc.pid);
     for (let run = 0; run < runs; run++) {
       const order: ['a' | 'p', number][] = run % 2 === 0 ? [['a', a.port], ['p', p.port]] : [['p', p.port], ['a', a.port]];
       for (const [who, port] of order) {
@@ -143,7 +144,7 @@ export async function benchIngest(requests = 4000, concurrency = 16, runs = 5): 
     }
     await a.proc.stop();
     await p.proc.stop();
-    const total = runs * requests + 500;
+    const total = runs * requests + WARM;
     if (count(a.db) !== total || count(p.db) !== total) throw new Error(`stored ${count(a.db)} and ${count(p.db)} of ${total}`);
   } finally {
     await a.proc.stop();

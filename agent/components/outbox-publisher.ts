@@ -105,7 +105,14 @@ export class OutboxPublisher implements Component {
   /** New records as committed: appended to the queue when it is caught up, so they are not read back. */
   private readonly onStored = (records: readonly StoredRecord[]): void => {
     const first = records[0];
-    if (!this.atEnd || !first || first.seq <= this.lastRead) return;
+    if (!first) return;
+    // Commits on the worker thread and on the event loop (the sync) can be reported out of seq
+    // order: records older than what was read are found by reading again from the start.
+    if (first.seq <= this.lastRead) {
+      if (!this.inflight.has(first.seq) && !this.acked.has(first.seq)) this.rescan();
+      return;
+    }
+    if (!this.atEnd) return;
     // Bounded like a read: while the broker is away the outbox, not memory, holds the backlog.
     if (this.queue.length - this.queueAt + records.length > READ_AHEAD) {
       this.atEnd = false;
@@ -229,6 +236,9 @@ export class OutboxPublisher implements Component {
     try {
       while (this.inflight.size < this.window()) {
         if (this.queueAt >= this.queue.length) {
+          // The last read reached the end and everything since was handed over: nothing to read
+          // (no query per PUBACK while records come one by one).
+          if (this.atEnd) return;
           this.queue = outbox.pending(this.lastRead, READ_AHEAD);
           this.queueAt = 0;
           this.atEnd = this.queue.length < READ_AHEAD;

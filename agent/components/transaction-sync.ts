@@ -225,7 +225,7 @@ export class TransactionSync implements Component {
       if (pageNo > 0 && first !== '' && first === previousFirst) throw new Error('the vendor returned the same page twice: it does not honour offset');
       previousFirst = first;
       const kept = this.deps.keep ? page.records.filter(this.deps.keep) : page.records;
-      const n = outbox.insert(kept, 'poll', clock.now(), undefined, this.deps.annotate);
+      const n = await outbox.commit(kept, 'poll', clock.now(), this.deps.annotate);
       inserted += n;
       metrics.syncRecords.inc({ outcome: 'new' }, n);
       metrics.syncRecords.inc({ outcome: 'known' }, kept.length - n);

@@ -4,7 +4,7 @@ import { crc32 } from 'node:zlib';
 import Database from 'better-sqlite3';
 import { AgentError, errorCode, errorMessage } from '../errors.js';
 import type { TransactionRecord } from '../vendor/vendor-api.js';
-import { Checkpointer, type CheckpointerTuning } from './checkpointer.js';
+import { StoreWorker, type CheckpointerTuning, type CommitRow } from './store-worker.js';
 import { migrate } from './migrations.js';
 
 export type RecordSource = 'webhook' | 'poll';
@@ -107,16 +107,20 @@ export interface OutboxOptions {
   maxSizeMb?: number | undefined;
   readonly?: boolean;
   /**
-   * WAL checkpoints on a worker thread (the running agent), so the event loop never waits on the
-   * fsyncs a checkpoint does. Without it the writer checkpoints inside its commits.
+   * A second connection on a worker thread (the running agent) for the writes that wait on the
+   * disk: commitEach() (the webhook's group commits) and WAL checkpoints, so the event loop never
+   * waits on their fsyncs. Without it both run on the caller's thread.
    */
-  backgroundCheckpoints?: boolean | CheckpointerTuning;
+  worker?: boolean | CheckpointerTuning;
 }
 
 /** Pages in the WAL before a commit checkpoints inline: SQLite's 1000 would stall longer. */
 const INLINE_CHECKPOINT_PAGES = 250;
 /** With background checkpoints the writer only checkpoints itself if they fall this far behind (16 MB). */
 const FALLBACK_CHECKPOINT_PAGES = 4000;
+
+const INSERT_SQL = `INSERT OR IGNORE INTO transactions (transaction_id, status, device_id, record, source, received_at, record_crc, start_request)
+         VALUES (@transactionId, @status, @deviceId, @record, @source, @receivedAt, @crc, @startRequest) RETURNING seq`;
 
 const COLUMNS = 'seq, transaction_id AS transactionId, status, device_id AS deviceId, record, source, received_at AS receivedAt, record_crc AS crc, start_request AS startRequest';
 
@@ -136,7 +140,8 @@ export class Outbox extends EventEmitter<OutboxEvents> {
   private writeFailure: string | null = null;
   private failureCode: StoreErrorCode | null = null;
   private identity: { dev: number; ino: number } | null = null;
-  private checkpointer: Checkpointer | null = null;
+  private worker: StoreWorker | null = null;
+  private maxPageCount: number | undefined;
   private checkpointProblem: string | null = null;
 
   constructor(private readonly opts: OutboxOptions) {
@@ -158,7 +163,7 @@ export class Outbox extends EventEmitter<OutboxEvents> {
       this.db = this.openFile();
       this.statements = this.prepare();
       this.identity = this.fileIdentity();
-      if (this.opts.backgroundCheckpoints && !this.inMemory && !this.opts.readonly) this.useBackgroundCheckpoints();
+      if (this.opts.worker && !this.inMemory && !this.opts.readonly) this.useWorker();
     } catch (err) {
       this.close();
       throw new StoreError('STORE_OPEN_FAILED', `cannot open the database ${this.opts.path}: ${errorMessage(err)} (storage.path)`, err);
@@ -173,11 +178,12 @@ export class Outbox extends EventEmitter<OutboxEvents> {
       if (!opts.readonly) {
         db.pragma('journal_mode = WAL');
         db.pragma('synchronous = FULL');
-        db.pragma(`wal_autocheckpoint = ${opts.backgroundCheckpoints ? FALLBACK_CHECKPOINT_PAGES : INLINE_CHECKPOINT_PAGES}`);
+        db.pragma(`wal_autocheckpoint = ${opts.worker ? FALLBACK_CHECKPOINT_PAGES : INLINE_CHECKPOINT_PAGES}`);
         migrate(db);
         if (opts.maxSizeMb !== undefined) {
           const pageSize = db.pragma('page_size', { simple: true }) as number;
-          db.pragma(`max_page_count = ${Math.max(16, Math.floor((opts.maxSizeMb * 1024 * 1024) / pageSize))}`);
+          this.maxPageCount = Math.max(16, Math.floor((opts.maxSizeMb * 1024 * 1024) / pageSize));
+          db.pragma(`max_page_count = ${this.maxPageCount}`);
         }
       }
       return db;
@@ -187,11 +193,13 @@ export class Outbox extends EventEmitter<OutboxEvents> {
     }
   }
 
-  private useBackgroundCheckpoints(): void {
-    const tuning = typeof this.opts.backgroundCheckpoints === 'object' ? this.opts.backgroundCheckpoints : {};
-    this.checkpointer = new Checkpointer({
+  private useWorker(): void {
+    const tuning = typeof this.opts.worker === 'object' ? this.opts.worker : {};
+    this.worker = new StoreWorker({
       ...tuning,
       path: this.opts.path,
+      insertSql: INSERT_SQL,
+      maxPageCount: this.maxPageCount,
       onDone: (r) => {
         this.checkpointed(null);
         this.emit('checkpointed', r.log, r.checkpointed);
@@ -219,10 +227,7 @@ export class Outbox extends EventEmitter<OutboxEvents> {
     const db = this.db as Database.Database;
     return {
       exists: db.prepare('SELECT 1 FROM transactions WHERE transaction_id = ? AND status = ?').pluck(),
-      insert: db.prepare(
-        `INSERT OR IGNORE INTO transactions (transaction_id, status, device_id, record, source, received_at, record_crc, start_request)
-         VALUES (@transactionId, @status, @deviceId, @record, @source, @receivedAt, @crc, @startRequest) RETURNING seq`,
-      ),
+      insert: db.prepare(INSERT_SQL),
       pending: db.prepare(`SELECT ${COLUMNS} FROM transactions WHERE delivered_at IS NULL AND parked_at IS NULL AND seq > ? ORDER BY seq LIMIT ?`),
       bySeq: db.prepare(`SELECT ${COLUMNS} FROM transactions WHERE seq BETWEEN ? AND ? AND received_at BETWEEN ? AND ? ORDER BY seq LIMIT ?`),
       byTime: db.prepare(
@@ -329,7 +334,7 @@ export class Outbox extends EventEmitter<OutboxEvents> {
     this.db = fresh;
     this.statements = this.prepare();
     this.identity = this.fileIdentity();
-    this.checkpointer?.reopen();
+    this.worker?.reopen();
     old.close();
     return moved;
   }
@@ -350,10 +355,7 @@ export class Outbox extends EventEmitter<OutboxEvents> {
   insertEach(records: readonly TransactionRecord[], source: RecordSource, receivedAt: number, state?: { key: string; value: string }, annotate?: Annotate): boolean[] {
     this.ensureFile('storing transactions');
     const flags = new Array<boolean>(records.length).fill(false);
-    // Reading first keeps a sync over known records (its overlap window) from opening a write
-    // transaction at all. A webhook's record is almost always new: INSERT OR IGNORE is enough.
-    const firsts = firstOfEach(records);
-    const fresh = source === 'webhook' ? firsts : this.guard('reading stored transactions', () => firsts.filter((i) => !this.stmt.exists.get(records[i]!.transactionId, records[i]!.status)));
+    const fresh = this.freshOf(records, source);
     if (fresh.length === 0 && state === undefined) return flags;
     let inserted = 0;
     const stored: StoredRecord[] = [];
@@ -385,6 +387,57 @@ export class Outbox extends EventEmitter<OutboxEvents> {
     if (inserted > 0) {
       this.emit('stored', stored);
       this.emit('inserted', inserted);
+    }
+    return flags;
+  }
+
+  /** As commitEach(); returns how many were new. */
+  async commit(records: readonly TransactionRecord[], source: RecordSource, receivedAt: number, annotate?: Annotate): Promise<number> {
+    return (await this.commitEach(records, source, receivedAt, annotate)).filter(Boolean).length;
+  }
+
+  /** Indexes of the records to write: the first of each (TransactionId, Status), not already stored. */
+  private freshOf(records: readonly TransactionRecord[], source: RecordSource): number[] {
+    const firsts = firstOfEach(records);
+    // Reading first keeps a sync over known records (its overlap window) from opening a write
+    // transaction at all. A webhook's record is almost always new: INSERT OR IGNORE is enough.
+    if (source === 'webhook') return firsts;
+    return this.guard('reading stored transactions', () => firsts.filter((i) => !this.stmt.exists.get(records[i]!.transactionId, records[i]!.status)));
+  }
+
+  /**
+   * As insertEach() (without sync state), committed on the worker thread when there is one, so
+   * the event loop does not wait on the fsync; resolves once the commit is on disk. Every insert
+   * of the running agent goes this way, so commits are reported in the order of their seqs.
+   */
+  async commitEach(records: readonly TransactionRecord[], source: RecordSource, receivedAt: number, annotate?: Annotate): Promise<boolean[]> {
+    const worker = this.worker;
+    if (!worker) return this.insertEach(records, source, receivedAt, undefined, annotate);
+    this.ensureFile('storing transactions');
+    const flags = new Array<boolean>(records.length).fill(false);
+    const firsts = this.freshOf(records, source);
+    if (firsts.length === 0) return flags;
+    const rows: CommitRow[] = firsts.map((i) => {
+      const r = records[i] as TransactionRecord;
+      const record = JSON.stringify(r.fields);
+      return { transactionId: r.transactionId, status: r.status, deviceId: r.deviceId, record, source, receivedAt, crc: crc32(record), startRequest: annotate?.(r) ?? null };
+    });
+    let seqs: (number | null)[];
+    try {
+      seqs = await worker.commit(rows);
+    } catch (err) {
+      throw this.failed(err, 'storing transactions');
+    }
+    const stored: StoredRecord[] = [];
+    seqs.forEach((seq, k) => {
+      if (seq === null) return;
+      flags[firsts[k] as number] = true;
+      stored.push({ ...(rows[k] as CommitRow), source, seq });
+    });
+    this.succeeded();
+    if (stored.length > 0) {
+      this.emit('stored', stored);
+      this.emit('inserted', stored.length);
     }
     return flags;
   }
@@ -568,7 +621,7 @@ export class Outbox extends EventEmitter<OutboxEvents> {
 
   /** After every successful write: the checkpointer learns the WAL grew. */
   private committed(): void {
-    this.checkpointer?.written();
+    this.worker?.written();
     this.succeeded();
   }
 
@@ -584,8 +637,8 @@ export class Outbox extends EventEmitter<OutboxEvents> {
   }
 
   close(): void {
-    this.checkpointer?.stop();
-    this.checkpointer = null;
+    this.worker?.stop();
+    this.worker = null;
     const db = this.db;
     this.db = null;
     this.statements = null;

@@ -93,11 +93,30 @@ export function valueDepth(value: unknown, limit = Number.MAX_SAFE_INTEGER): num
 
 /** One JSON value, numbers kept as sent. Throws JsonError: not JSON, or nested too deep. */
 export function parseVerbatim(text: string, maxDepth = MAX_JSON_DEPTH): unknown {
+  const plain = parseIfCanonical(text, maxDepth);
+  if (plain !== undefined) return plain;
   if (jsonDepth(text, maxDepth) > maxDepth) throw new JsonError('JSON_TOO_DEEP', `nested deeper than ${maxDepth} levels`);
   try {
     return json.parse(text, keepNumberText);
   } catch {
     throw new JsonError('JSON_INVALID', 'not JSON');
+  }
+}
+
+/**
+ * The fast way for what vendors mostly send, compact JSON: a plain JSON.parse (several times
+ * faster than one with a reviver) is as good as the verbatim parse when writing the value back
+ * gives the text exactly, since then every number was already in its shortest form. Anything else
+ * (spaces, 150.10, 1e400, duplicate keys, too deep) is left to the verbatim parse.
+ */
+function parseIfCanonical(text: string, maxDepth: number): object | undefined {
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+    if (typeof value !== 'object' || value === null || valueDepth(value, maxDepth) > maxDepth) return undefined;
+    return JSON.stringify(value) === text ? value : undefined;
+  } catch {
+    return undefined;
   }
 }
 

@@ -4,14 +4,14 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { describe, expect, it, vi } from 'vitest';
-import { Checkpointer, type CheckpointResult } from '../../agent/store/checkpointer.js';
+import { StoreWorker, type CheckpointResult } from '../../agent/store/store-worker.js';
 import { Outbox } from '../../agent/store/outbox.js';
 import { asRecord, vendorRecord } from '../helpers/records.js';
 
 function store(): { outbox: Outbox; path: string; dir: string } {
   const dir = mkdtempSync(join(tmpdir(), 'checkpoints-'));
   const path = join(dir, 'agent.db');
-  const outbox = new Outbox({ path, backgroundCheckpoints: { minFrames: 0, periodMs: 0 } });
+  const outbox = new Outbox({ path, worker: { minFrames: 0, periodMs: 0 } });
   outbox.open();
   return { outbox, path, dir };
 }
@@ -28,7 +28,7 @@ function inFileAlone(path: string, dir: string): number {
   }
 }
 
-describe('background checkpoints (the running agent)', () => {
+describe('the store worker thread (the running agent)', () => {
   it('copies committed records from the WAL into the database file off the event loop', async () => {
     const { outbox, path, dir } = store();
     const done = once(outbox, 'checkpointed');
@@ -55,7 +55,7 @@ describe('background checkpoints (the running agent)', () => {
     writer.exec('CREATE TABLE transactions (n INTEGER)');
     const results: CheckpointResult[] = [];
     let done: () => void = () => {};
-    const cp = new Checkpointer({ path, minFrames: 0, periodMs: 0, idleMs: 50, onDone: (r) => (results.push(r), done()) });
+    const cp = new StoreWorker({ path, insertSql: '', minFrames: 0, periodMs: 0, idleMs: 50, onDone: (r) => (results.push(r), done()) });
     const write = async (): Promise<void> => {
       writer.prepare('INSERT INTO transactions VALUES (1)').run();
       const answered = new Promise<void>((resolve) => (done = resolve));
@@ -78,7 +78,7 @@ describe('background checkpoints (the running agent)', () => {
   it('folds a quiet box\'s few writes in once, after a quiet spell', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'checkpoints-'));
     const path = join(dir, 'agent.db');
-    const outbox = new Outbox({ path, backgroundCheckpoints: { minFrames: 200, idleCheckpointMs: 300, periodMs: 0 } });
+    const outbox = new Outbox({ path, worker: { minFrames: 200, idleCheckpointMs: 300, periodMs: 0 } });
     outbox.open();
     const runs: number[] = [];
     outbox.on('checkpointed', (_log, copied) => runs.push(copied));
@@ -94,13 +94,34 @@ describe('background checkpoints (the running agent)', () => {
   it('copies a burst past minFrames at once, without waiting for a quiet spell', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'checkpoints-'));
     const path = join(dir, 'agent.db');
-    const outbox = new Outbox({ path, backgroundCheckpoints: { minFrames: 200, idleCheckpointMs: 600_000, periodMs: 0 } });
+    const outbox = new Outbox({ path, worker: { minFrames: 200, idleCheckpointMs: 600_000, periodMs: 0 } });
     outbox.open();
     const burst = once(outbox, 'checkpointed');
     outbox.insert(Array.from({ length: 3000 }, () => asRecord(vendorRecord())), 'webhook', 2000);
     const [, copied] = (await burst) as [number, number];
     expect(copied).toBeGreaterThanOrEqual(200);
     expect(inFileAlone(path, dir)).toBe(3000);
+    outbox.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('commits on the worker in the order asked, reporting every record with its seq in that order', async () => {
+    const { outbox, dir } = store();
+    const seen: number[] = [];
+    outbox.on('stored', (records) => seen.push(...records.map((r) => r.seq)));
+    const webhook = Array.from({ length: 40 }, () => asRecord(vendorRecord()));
+    const polled = Array.from({ length: 40 }, () => asRecord(vendorRecord()));
+    const results = await Promise.all([
+      ...webhook.map((r, i) => outbox.commitEach([r], 'webhook', 1000 + i)),
+      outbox.commit(polled, 'poll', 5000),
+      outbox.commit(polled.slice(0, 10), 'poll', 6000),
+    ]);
+    expect(results.slice(0, 40).every((flags) => (flags as boolean[])[0] === true)).toBe(true);
+    expect(results.slice(40)).toEqual([40, 0]);
+    expect(seen).toHaveLength(80);
+    expect(seen).toEqual([...seen].sort((a, b) => a - b));
+    expect(outbox.stats().pending).toBe(80);
+    expect(outbox.pending(0, 100).map((r) => r.transactionId)).toEqual([...webhook, ...polled].map((r) => r.transactionId));
     outbox.close();
     rmSync(dir, { recursive: true, force: true });
   });
