@@ -498,7 +498,8 @@ export class Outbox extends EventEmitter<OutboxEvents> {
         }
       }
     }
-    this.committed();
+    if (changed > 0) this.committed();
+    else this.succeeded();
     this.emit('delivered', changed);
   }
 
@@ -584,7 +585,9 @@ export class Outbox extends EventEmitter<OutboxEvents> {
         })
         .immediate(),
     );
-    this.committed();
+    // Nothing deleted, nothing written: the worker thread is not woken for it.
+    if (n > 0) this.committed();
+    else this.succeeded();
     return n;
   }
 

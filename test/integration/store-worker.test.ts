@@ -126,6 +126,15 @@ describe('the store worker thread (the running agent)', () => {
     rmSync(dir, { recursive: true, force: true });
   });
 
+  it('is not started by writes that change nothing (an idle box: a prune with nothing to prune)', () => {
+    const { outbox, dir } = store();
+    expect(outbox.pruneBatch(Date.now(), 100)).toBe(0);
+    outbox.markDelivered([12345], Date.now());
+    expect((outbox as unknown as { worker: StoreWorker }).worker.running).toBe(false);
+    outbox.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
   it('follows the file when it is deleted and recreated under the agent', async () => {
     const { outbox, path, dir } = store();
     const first = once(outbox, 'checkpointed');
