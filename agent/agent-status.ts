@@ -1,5 +1,5 @@
 import type { Clock } from './clock.js';
-import { redactUrl } from './config/mask.js';
+import { redactUrl } from './config/redact.js';
 import type { Config } from './config/schema.js';
 import type { ChairRegistry } from './core/chair-registry.js';
 import { formatIsoWithOffset } from './core/vendor-time.js';

@@ -79,7 +79,8 @@ if (want('backlog')) {
 What: ${r.rows.toLocaleString('en')} records waiting in the outbox (a long outage), the broker up. While the agent flushes them,
 \`GET /healthz\` is sent again as soon as the previous one is answered, for ${r.seconds} s (${r.probes} requests): a request
 answered late means the event loop was blocked. Backlog figures (bridge/info, /metrics, the status page) come from
-counters kept with the rows, not from counting them.
+counters kept with the rows, not from counting them; commits of new records and WAL checkpoints (the fsyncs) run on the
+store's worker thread.
 
 | /healthz p50 | p99 | max (the longest block) | delivered meanwhile |
 |---|---|---|---|
@@ -97,8 +98,9 @@ if (want('ingest')) {
 What: ${r.requests} distinct signed records per run from ${r.concurrency} concurrent keep-alive clients, ${r.runs} runs
 alternating, against the agent (broker up, publishing what it stores) and \`bench/peers/webhook-peer.ts\`
 (HMAC check, JSON parse, one better-sqlite3 commit per request with WAL and synchronous=FULL, then 200).
-Both answer 200 only once the record's commit is on disk; the agent groups the commits of the requests
-that arrive while the previous commit's fsync runs. Bytes are what the process caused to be written
+Both answer 200 only once the record's commit is on disk; the agent commits on its store worker thread and
+groups the records that arrive while the previous commit is on its way to disk (a compact body, as here, is
+parsed without a reviver; one with spaces or non-shortest numbers takes the verbatim parse). Bytes are what the process caused to be written
 (/proc/PID/io), the checkpoint after each run included. Every record is counted in both databases.
 
 | | answered per second (runs) | p50 | p99 | bytes written per record |

@@ -12,7 +12,8 @@ const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const out = join(root, 'dist', 'agent');
 rmSync(join(out, 'chunks'), { recursive: true, force: true });
 await build({
-  entryPoints: { main: join(out, 'main.js') },
+  // The config loader runs once, on a worker thread that ends (config/load-detached.ts).
+  entryPoints: { main: join(out, 'main.js'), 'config-worker': join(out, 'config', 'config-worker.js') },
   outdir: out,
   chunkNames: 'chunks/[name]-[hash]',
   bundle: true,

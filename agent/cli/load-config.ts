@@ -1,6 +1,8 @@
 import { existsSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-import { ConfigError, DEFAULT_CONFIG_PATH, loadConfig, type LoadedConfig } from '../config/load.js';
+import { ConfigError, DEFAULT_CONFIG_PATH } from '../config/config-error.js';
+import { loadConfigDetached } from '../config/load-detached.js';
+import type { LoadedConfig } from '../config/load.js';
 import type { CommandContext } from './context.js';
 
 export function configPath(explicit: string | undefined, env: CommandContext['env']): string {
@@ -21,12 +23,14 @@ export function credentialsDirectory(path: string, env: CommandContext['env']): 
 
 /**
  * Loads the config for a command; on failure prints every problem and returns null (exit 78).
- * A file or secret this user may not read is one line naming sudo.
+ * A file or secret this user may not read is one line naming sudo. `detached`: validated on a
+ * short-lived worker thread, so the parser and schema never stay in a long-running process.
  */
-export function loadForCommand(explicit: string | undefined, ctx: CommandContext, verb?: string): LoadedConfig | null {
+export async function loadForCommand(explicit: string | undefined, ctx: CommandContext, verb?: string, detached = false): Promise<LoadedConfig | null> {
   const path = configPath(explicit, ctx.env);
+  const sources = { env: ctx.env, credentialsDirectory: credentialsDirectory(path, ctx.env) };
   try {
-    return loadConfig(path, { env: ctx.env, credentialsDirectory: credentialsDirectory(path, ctx.env) });
+    return detached ? await loadConfigDetached(path, sources) : (await import('../config/load.js')).loadConfig(path, sources);
   } catch (err) {
     if (err instanceof ConfigError && err.code === 'CONFIG_PERMISSION') {
       const again = ['sudo', 'chair-agent', ...(verb ? [verb] : []), ...(explicit ? ['--config', explicit] : [])].join(' ');

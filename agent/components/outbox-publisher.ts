@@ -236,9 +236,6 @@ export class OutboxPublisher implements Component {
     try {
       while (this.inflight.size < this.window()) {
         if (this.queueAt >= this.queue.length) {
-          // The last read reached the end and everything since was handed over: nothing to read
-          // (no query per PUBACK while records come one by one).
-          if (this.atEnd) return;
           this.queue = outbox.pending(this.lastRead, READ_AHEAD);
           this.queueAt = 0;
           this.atEnd = this.queue.length < READ_AHEAD;

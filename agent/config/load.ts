@@ -2,25 +2,13 @@ import { accessSync, constants, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseDocument } from 'yaml';
 import type { z } from 'zod';
-import { AgentError, errorCode } from '../errors.js';
+import { errorCode } from '../errors.js';
+import { deepFreeze } from '../core/deep-freeze.js';
+import { ConfigError } from './config-error.js';
 import { ConfigSchema, SECRET_PATHS, formatPath, type Config } from './schema.js';
-import { redactUrlsIn } from './mask.js';
+import { redactUrlsIn } from './redact.js';
 
-export const DEFAULT_CONFIG_PATH = '/etc/chair-agent/config.yaml';
-
-export type ConfigErrorCode = 'CONFIG_UNREADABLE' | 'CONFIG_PERMISSION' | 'CONFIG_SYNTAX' | 'CONFIG_INVALID';
-
-/** Exit 78. `problems` are the "path: what is wrong" lines, every one of them. */
-export class ConfigError extends AgentError {
-  declare readonly code: ConfigErrorCode;
-  constructor(
-    code: ConfigErrorCode,
-    readonly problems: readonly string[],
-  ) {
-    super(code, problems.join('\n'));
-    this.name = 'ConfigError';
-  }
-}
+export { ConfigError, DEFAULT_CONFIG_PATH, type ConfigErrorCode } from './config-error.js';
 
 export type SecretSource = 'inline' | 'environment' | 'credential';
 
@@ -202,12 +190,4 @@ function describeIssues(issues: readonly z.core.$ZodIssue[]): string[] {
     }
   }
   return out;
-}
-
-function deepFreeze<T>(value: T): T {
-  if (value && typeof value === 'object') {
-    for (const v of Object.values(value)) deepFreeze(v);
-    Object.freeze(value);
-  }
-  return value;
 }

@@ -4,7 +4,7 @@ import mqtt, { type IClientOptions, type MqttClient } from 'mqtt';
 import type { Clock, Timer } from '../clock.js';
 import type { Logger } from '../logger.js';
 import { errorMessage } from '../errors.js';
-import { redactUrl } from '../config/mask.js';
+import { redactUrl } from '../config/redact.js';
 import { reconnectDelay } from '../core/backoff.js';
 import { BrokerError, type Broker, type BrokerEvents, type InboundMessage, type PublishOptions, type SubscribeOptions } from './broker.js';
 

@@ -1,7 +1,7 @@
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { parseCli } from '../../agent/cli/args.js';
 import { gpioCommand } from '../../agent/cli/commands/gpio.js';
 import type { CommandContext } from '../../agent/cli/context.js';
@@ -49,6 +49,8 @@ describe('chair-agent gpio, the wiring test', () => {
   it('lists each line as the kernel has it, lights each LED in turn, prints every press with its hold time, and releases everything on Ctrl-C', async () => {
     const { config, clock, kernel, driver, ctx, stop, output } = setup('pi5b-bookworm-early.txt');
     const run = gpioCommand(parseCli(['gpio', '--blink', '--config', config]), ctx, { driver, clock });
+    // The config is read and validated first (a module loaded on demand): the table follows.
+    await vi.waitFor(() => expect(output()).toContain('gpiod driver;'));
     await settle();
     expect(output()).toContain(`gpiod driver; the lines as the kernel has them:
 

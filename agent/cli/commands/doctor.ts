@@ -3,7 +3,7 @@ import { dirname, join } from 'node:path';
 import mqtt from 'mqtt';
 import { buttonBias, vendorFromConfig } from '../../build.js';
 import { systemClock } from '../../clock.js';
-import { redactUrl } from '../../config/mask.js';
+import { redactUrl } from '../../config/redact.js';
 import type { Config } from '../../config/schema.js';
 import { parseVendorTime } from '../../core/vendor-time.js';
 import { errorCode, errorMessage } from '../../errors.js';
@@ -313,7 +313,7 @@ export function formatCheck(line: CheckLine): string {
 
 export async function doctorCommand(args: ParsedArgs, ctx: CommandContext): Promise<number> {
   const path = configPath(args.config, ctx.env);
-  const loaded = loadForCommand(args.config, ctx, args.verb);
+  const loaded = await loadForCommand(args.config, ctx, args.verb);
   if (!loaded) {
     ctx.stdout(`${formatCheck({ name: 'config', ok: false, detail: `${path} is not valid (the problems are above)`, hint: 'fix them; chair-agent check --config FILE shows the result' })}\n`);
     return EXIT_CONFIG;

@@ -40,7 +40,7 @@ function heldByService(driver: GpioDriver, lines: readonly ConfiguredLine[], sys
  * long it was held, until Ctrl-C, which releases every line. Refuses while the service holds them.
  */
 export async function gpioCommand(args: ParsedArgs, ctx: CommandContext, deps: GpioCommandDeps = {}): Promise<number> {
-  const loaded = loadForCommand(args.config, ctx, args.verb);
+  const loaded = await loadForCommand(args.config, ctx, args.verb);
   if (!loaded) return EXIT_CONFIG;
   const { config } = loaded;
   const clock = deps.clock ?? systemClock;

@@ -19,8 +19,8 @@ function ago(ms: number): string {
  * --parked lists the records the broker refused, with why and when they are retried;
  * --retry-parked makes them due now (the running agent sends them within 10 minutes).
  */
-export function outboxCommand(args: ParsedArgs, ctx: CommandContext, now = Date.now()): number {
-  const loaded = loadForCommand(args.config, ctx, args.verb);
+export async function outboxCommand(args: ParsedArgs, ctx: CommandContext, now = Date.now()): Promise<number> {
+  const loaded = await loadForCommand(args.config, ctx, args.verb);
   if (!loaded) return EXIT_CONFIG;
   const { config } = loaded;
   if (!existsSync(config.storage.path)) {

@@ -30,7 +30,7 @@ async function prettyDestination(ctx: CommandContext): Promise<DestinationStream
 }
 
 export async function runCommand(args: ParsedArgs, ctx: CommandContext): Promise<number> {
-  const loaded = loadForCommand(args.config, ctx, args.verb);
+  const loaded = await loadForCommand(args.config, ctx, args.verb, true);
   if (!loaded) return EXIT_CONFIG;
   const { config } = loaded;
   const destination = args.values['pretty'] === true ? await prettyDestination(ctx) : undefined;

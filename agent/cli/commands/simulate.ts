@@ -19,7 +19,7 @@ export async function simulateCommand(args: ParsedArgs, ctx: CommandContext): Pr
   const v = args.values;
   // A config is optional here: only read when given, so the simulator runs on a bare checkout.
   const explicit = args.config ?? ctx.env['CHAIR_AGENT_CONFIG'];
-  const loaded = explicit ? loadForCommand(explicit, ctx) : undefined;
+  const loaded = explicit ? await loadForCommand(explicit, ctx) : undefined;
   if (loaded === null) return EXIT_CONFIG;
   const port = intOption(v, 'port', 0, 65535) ?? SIM_DEFAULT_PORT;
   const chairs = intOption(v, 'chairs', 1, 64) ?? 4;

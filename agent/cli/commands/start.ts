@@ -15,7 +15,7 @@ import { secretValues } from '../secrets.js';
 export async function startCommand(args: ParsedArgs, ctx: CommandContext): Promise<number> {
   const [deviceId, ...extra] = args.positionals;
   if (!deviceId || extra.length > 0) throw new UsageError('start takes exactly one DEVICE_ID');
-  const loaded = loadForCommand(args.config, ctx, `start ${deviceId}`);
+  const loaded = await loadForCommand(args.config, ctx, `start ${deviceId}`);
   if (!loaded) return EXIT_CONFIG;
   const { config } = loaded;
   const minutes = intOption(args.values, 'minutes', config.start.minMinutes, config.start.maxMinutes);
