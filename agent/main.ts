@@ -21,8 +21,12 @@ async function dispatch(args: ParsedArgs, ctx: CommandContext): Promise<number> 
     case 'version':
       ctx.stdout(`${agentVersion()}\n`);
       return EXIT_OK;
-    case 'run':
-      return (await import('./cli/commands/run.js')).runCommand(args, ctx);
+    case 'run': {
+      // The config is validated on its worker thread while this thread loads the agent's modules.
+      const loading = (await import('./cli/load-config.js')).loadForCommand(args.config, ctx, args.verb, true);
+      loading.catch(() => {}); // awaited (and its failure reported) by runCommand
+      return (await import('./cli/commands/run.js')).runCommand(args, ctx, loading);
+    }
     case 'check':
       return (await import('./cli/commands/check.js')).checkCommand(args, ctx);
     case 'simulate':

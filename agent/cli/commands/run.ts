@@ -4,6 +4,7 @@ import { createLogger } from '../../logger.js';
 import { errorMessage } from '../../errors.js';
 import type { ParsedArgs } from '../args.js';
 import { EXIT_FAILURE, EXIT_OK, type CommandContext } from '../context.js';
+import type { LoadedConfig } from '../../config/load.js';
 import { loadForCommand } from '../load-config.js';
 import { EXIT_CONFIG } from '../context.js';
 import { secretValues } from '../secrets.js';
@@ -29,8 +30,9 @@ async function prettyDestination(ctx: CommandContext): Promise<DestinationStream
   }
 }
 
-export async function runCommand(args: ParsedArgs, ctx: CommandContext): Promise<number> {
-  const loaded = await loadForCommand(args.config, ctx, args.verb, true);
+/** `loading`: the config load already under way (main.ts starts it before importing this module). */
+export async function runCommand(args: ParsedArgs, ctx: CommandContext, loading?: Promise<LoadedConfig | null>): Promise<number> {
+  const loaded = await (loading ?? loadForCommand(args.config, ctx, args.verb, true));
   if (!loaded) return EXIT_CONFIG;
   const { config } = loaded;
   const destination = args.values['pretty'] === true ? await prettyDestination(ctx) : undefined;
