@@ -21,7 +21,8 @@ await build({
   format: 'esm',
   platform: 'node',
   target: 'node22',
-  minify: true,
+  // BUNDLE_READABLE=1 keeps names and whitespace (for reading CPU profiles).
+  minify: process.env['BUNDLE_READABLE'] !== '1',
   // No keepNames: its __name() call for every function costs some 70 ms of start-up CPU and about a
   // MB of heap. Errors name themselves (AgentError.name); stack frames show the minified names.
   keepNames: false,

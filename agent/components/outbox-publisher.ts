@@ -101,7 +101,12 @@ export class OutboxPublisher implements Component {
   private readonly kick = (): void => this.pump();
   /** The last read reached the end of the outbox: what is stored next can be taken as it comes. */
   private atEnd = false;
-  private handedOver = false;
+  /**
+   * The outbox's change count when it was last read, or when all that changed since was handed
+   * over: while it stands and the last read reached the end, there is nothing new to read (no
+   * query per PUBACK while records come one by one). Any other write makes the next fill read.
+   */
+  private seen = -1;
   /** New records as committed: appended to the queue when it is caught up, so they are not read back. */
   private readonly onStored = (records: readonly StoredRecord[]): void => {
     const first = records[0];
@@ -121,14 +126,11 @@ export class OutboxPublisher implements Component {
     this.queue = this.queue.slice(this.queueAt).concat(records);
     this.queueAt = 0;
     this.lastRead = (records[records.length - 1] as StoredRecord).seq;
-    this.handedOver = true;
+    // This commit is the one change since the last look: the queue holds all there is.
+    const now = this.deps.outbox.changeCount;
+    if (this.seen === now - 1) this.seen = now;
   };
-  /** Records made deliverable without being handed over (parked ones retried) are read back. */
-  private readonly onInserted = (): void => {
-    if (!this.handedOver) this.atEnd = false;
-    this.handedOver = false;
-    this.pump();
-  };
+  private readonly onInserted = (): void => this.pump();
   private readonly onClose = (): void => this.connectionLost();
 
   start(): void {
@@ -236,6 +238,8 @@ export class OutboxPublisher implements Component {
     try {
       while (this.inflight.size < this.window()) {
         if (this.queueAt >= this.queue.length) {
+          if (this.atEnd && this.seen === outbox.changeCount) return;
+          this.seen = outbox.changeCount;
           this.queue = outbox.pending(this.lastRead, READ_AHEAD);
           this.queueAt = 0;
           this.atEnd = this.queue.length < READ_AHEAD;

@@ -143,6 +143,7 @@ export class Outbox extends EventEmitter<OutboxEvents> {
   private worker: StoreWorker | null = null;
   private maxPageCount: number | undefined;
   private checkpointProblem: string | null = null;
+  private changes = 0;
 
   constructor(private readonly opts: OutboxOptions) {
     super();
@@ -150,6 +151,14 @@ export class Outbox extends EventEmitter<OutboxEvents> {
 
   get path(): string {
     return this.opts.path;
+  }
+
+  /**
+   * Goes up by one with every successful write on either connection (and on a reopen), just
+   * before its events: a reader that saw the count unchanged knows nothing was written since.
+   */
+  get changeCount(): number {
+    return this.changes;
   }
 
   private get inMemory(): boolean {
@@ -161,6 +170,7 @@ export class Outbox extends EventEmitter<OutboxEvents> {
     if (this.db) return;
     try {
       this.db = this.openFile();
+      this.changes += 1;
       this.statements = this.prepare();
       this.identity = this.fileIdentity();
       if (this.opts.worker && !this.inMemory && !this.opts.readonly) this.useWorker();
@@ -428,6 +438,7 @@ export class Outbox extends EventEmitter<OutboxEvents> {
     } catch (err) {
       throw this.failed(err, 'storing transactions');
     }
+    this.changes += 1;
     const stored: StoredRecord[] = [];
     seqs.forEach((seq, k) => {
       if (seq === null) return;
@@ -624,6 +635,7 @@ export class Outbox extends EventEmitter<OutboxEvents> {
 
   /** After every successful write: the checkpointer learns the WAL grew. */
   private committed(): void {
+    this.changes += 1;
     this.worker?.written();
     this.succeeded();
   }
