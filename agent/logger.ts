@@ -6,7 +6,7 @@ export type { Logger };
  * Keys whose value may be a secret, wherever they appear (top level or nested a few levels,
  * e.g. headers.authorization, vendor.apiKey, req.headers["x-vendor-signature"]).
  */
-const SECRET_KEYS = new Set(['apiKey', 'apikey', 'channelSecret', 'password', 'secret', 'signature', 'x-vendor-signature', 'authorization']);
+const SECRET_KEYS = new Set(['apiKey', 'apikey', 'channelSecret', 'password', 'secret', 'signature', 'x-vendor-signature', 'authorization', 'adminToken', 'token']);
 const REDACT_DEPTH = 3;
 export const REDACTED = '[redacted]';
 

@@ -95,6 +95,8 @@ export class OutboxPublisher implements Component {
   private parkedTimer: Timer | null = null;
   private failures = 0;
   private drained: (() => void) | null = null;
+  /** A fill after the PUBACKs that arrived together: their freed slots go out in one write. */
+  private refill: NodeJS.Immediate | null = null;
 
   constructor(private readonly deps: PublisherDeps) {}
 
@@ -155,6 +157,8 @@ export class OutboxPublisher implements Component {
     this.parkedTimer = null;
     this.ackCheck?.cancel();
     this.ackCheck = null;
+    if (this.refill) clearImmediate(this.refill);
+    this.refill = null;
     if (this.inflight.size > 0 && this.deps.broker.connected) {
       // Give PUBACKs already on their way a moment, so they need not be sent again next start.
       await new Promise<void>((resolve) => {
@@ -289,7 +293,12 @@ export class OutboxPublisher implements Component {
     if (this.acked.size >= 2000 || !this.running) this.flush();
     else this.flushTimer ??= this.deps.clock.setTimeout(() => this.flush(), this.deps.flushIntervalMs ?? 200);
     if (this.inflight.size === 0) this.drained?.();
-    this.pump();
+    // mqtt.js hands over the PUBACKs of one read one per tick: refilling after each would send
+    // one PUBLISH per write.
+    if (this.running) this.refill ??= setImmediate(() => {
+      this.refill = null;
+      this.pump();
+    });
   }
 
   /** Looks for records the broker passed over while acknowledging later ones. */

@@ -6,10 +6,10 @@ describe('log lines never carry a secret', () => {
     const { logger, lines, raw } = memoryLogger('info');
     const vendor = { baseUrl: 'https://vendor.example', apiKey: 'k-123456' };
     const req = { headers: { authorization: 'Bearer t0ps3cret', 'x-vendor-signature': 'c2lnbmF0dXJl', host: 'box' } };
-    logger.info({ apiKey: 'top-level-key', vendor, req, list: [{ password: 'pw-in-a-list' }], deep: { a: { channelSecret: 'cs-two-down' } } }, 'hello');
+    logger.info({ apiKey: 'top-level-key', http: { adminToken: 'admin-tok-9' }, vendor, req, list: [{ password: 'pw-in-a-list' }], deep: { a: { channelSecret: 'cs-two-down' } } }, 'hello');
     logger.child({ component: 'x', secret: 'bound-secret' }).info({ transactionId: 'T1' }, 'child line');
 
-    expect(raw.join('')).not.toMatch(/top-level-key|k-123456|t0ps3cret|c2lnbmF0dXJl|pw-in-a-list|cs-two-down|bound-secret/);
+    expect(raw.join('')).not.toMatch(/top-level-key|k-123456|t0ps3cret|c2lnbmF0dXJl|pw-in-a-list|cs-two-down|bound-secret|admin-tok-9/);
     const [first, second] = lines;
     expect(first).toMatchObject({
       apiKey: '[redacted]',
