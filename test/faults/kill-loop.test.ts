@@ -87,7 +87,12 @@ log: {level: warn}
     }
 
     // Every session at the simulator ends, then one agent runs until everything is out.
-    await waitFor(() => [...sim.model.chairs.values()].every((c) => !sim.model.isRunning(c)), 'sessions to end');
+    // A session's record turns "finished" on a timer that can fire a little after the chair stops:
+    // the vendor's final word on every transaction is what must arrive.
+    await waitFor(
+      () => [...sim.model.chairs.values()].every((c) => !sim.model.isRunning(c)) && sim.model.transactions.every((t) => t.record['Status'] === 'finished'),
+      'sessions to end and their records to say so',
+    );
     const vendorFinished = sim.model.transactions.map((t) => key(t.record));
     const final = AgentProcess.start(['run', '--config', configPath]);
     const received = (): Set<string> => new Set(sub.messages.map((m) => key(JSON.parse(m.text) as Record<string, unknown>)));
