@@ -29,6 +29,8 @@ await build({
   legalComments: 'none',
   allowOverwrite: true,
   logLevel: 'warning',
+  // mqtt-packet's debug() calls, several per packet, cost allocations even when off (scripts/debug-off.cjs).
+  alias: { debug: join(root, 'scripts', 'debug-off.cjs') },
   // Native addons (prebuilt per architecture), optional drivers and dev-only modules.
   external: ['better-sqlite3', 'onoff', 'epoll', 'pino-pretty', 'aedes'],
   // Bundled CommonJS modules call require() for Node's built-ins.
