@@ -9,6 +9,7 @@ import { recordIntact, StoreError, type Outbox, type StoredRecord } from '../sto
 import type { Component } from './component.js';
 
 const READ_AHEAD = 500;
+const QOS1 = { qos: 1 } as const;
 /** A record alone in flight when the connection dropped this many times is parked. */
 export const STRIKES_TO_PARK = 2;
 /** MQTT 5 reason codes that say "not now" rather than "never". */
@@ -275,10 +276,11 @@ export class OutboxPublisher implements Component {
     this.inflight.set(rec.seq, rec);
     this.sentAt.set(rec.seq, this.deps.clock.monotonic());
     this.armAckCheck();
-    broker.publish(topic, payload, { qos: 1 }).then(
-      () => this.onAck(rec.seq),
-      (err: unknown) => this.onFail(rec, err),
-    );
+    broker.send(topic, payload, QOS1, (err) => {
+      if (!err) this.onAck(rec.seq);
+      // Failures are handled once mqtt.js has finished with the packet (it may be closing).
+      else queueMicrotask(() => this.onFail(rec, err));
+    });
   }
 
   private onAck(seq: number): void {

@@ -60,6 +60,11 @@ export interface Broker extends EventEmitter<BrokerEvents> {
   /** Resolves once the first connection attempt has succeeded or failed. */
   firstAttempt(): Promise<void>;
   publish(topic: string, payload: string | Buffer, options: PublishOptions): Promise<void>;
+  /**
+   * As publish, with a callback instead of a promise (null on success), for the outbox's
+   * per-record path: no promise and no microtask per record.
+   */
+  send(topic: string, payload: string | Buffer, options: PublishOptions, done: (err: BrokerError | null) => void): void;
   /** Runs `fn`, whose publishes go out in one write (the socket is corked until the next tick). */
   batch(fn: () => void): void;
   subscribe(filter: string, options?: SubscribeOptions): Promise<void>;

@@ -155,22 +155,37 @@ export class MqttBroker extends EventEmitter<BrokerEvents> implements Broker {
   }
 
   publish(topic: string, payload: string | Buffer, options: PublishOptions): Promise<void> {
+    return new Promise((resolve, reject) => this.send(topic, payload, options, (err) => (err ? reject(err) : resolve())));
+  }
+
+  send(topic: string, payload: string | Buffer, options: PublishOptions, done: (err: BrokerError | null) => void): void {
     const client = this.client;
-    if (!client?.connected) return Promise.reject(new BrokerError('disconnected', 'not connected to the broker'));
-    return new Promise((resolve, reject) => {
-      const props = options.correlationData && this.opts.protocolVersion === 5 ? { correlationData: options.correlationData } : undefined;
-      client.publish(topic, payload, { qos: options.qos, retain: options.retain ?? false, ...(props ? { properties: props } : {}) }, (err) => {
-        if (!err) resolve();
-        else if (err instanceof BrokerError) reject(err);
-        else if (typeof (err as { code?: unknown }).code === 'number') {
-          const code = (err as unknown as { code: number }).code;
-          reject(new BrokerError('refused', `${errorMessage(err)} (reason code 0x${code.toString(16)})`, code));
-        } else {
-          // mqtt.js fails what it was sending when the connection goes ("Connection closed").
-          reject(new BrokerError('disconnected', errorMessage(err)));
-        }
+    if (!client?.connected) return done(new BrokerError('disconnected', 'not connected to the broker'));
+    const props = options.correlationData && this.opts.protocolVersion === 5 ? { correlationData: options.correlationData } : undefined;
+    const opts = { qos: options.qos, retain: options.retain ?? false, ...(props ? { properties: props } : {}) };
+    let answered = false;
+    try {
+      client.publish(topic, payload, opts, (err) => {
+        answered = true;
+        this.settled(err, done);
       });
-    });
+    } catch (err) {
+      if (answered) throw err;
+      // mqtt.js refused it before sending (a packet it cannot encode): the same each time.
+      done(new BrokerError('invalid', errorMessage(err)));
+    }
+  }
+
+  private settled(err: Error | undefined, done: (err: BrokerError | null) => void): void {
+    if (!err) done(null);
+    else if (err instanceof BrokerError) done(err);
+    else if (typeof (err as { code?: unknown }).code === 'number') {
+      const code = (err as unknown as { code: number }).code;
+      done(new BrokerError('refused', `${errorMessage(err)} (reason code 0x${code.toString(16)})`, code));
+    } else {
+      // mqtt.js fails what it was sending when the connection goes ("Connection closed").
+      done(new BrokerError('disconnected', errorMessage(err)));
+    }
   }
 
   batch(fn: () => void): void {
