@@ -89,6 +89,9 @@ export class OutboxPublisher implements Component {
   private lastRead = 0;
   /** Acknowledged but not yet marked in the database. */
   private acked = new Set<number>();
+  /** Acknowledged and being marked (on the store's thread); settled when `marked` is null. */
+  private marking: ReadonlySet<number> = new Set<number>();
+  private marked: Promise<void> | null = null;
   /** Records in flight when a connection dropped, with how often they were alone in flight then. */
   private readonly suspects = new Map<number, number>();
   private flushTimer: Timer | null = null;
@@ -117,7 +120,7 @@ export class OutboxPublisher implements Component {
     // Commits on the worker thread and on the event loop (the sync) can be reported out of seq
     // order: records older than what was read are found by reading again from the start.
     if (first.seq <= this.lastRead) {
-      if (!this.inflight.has(first.seq) && !this.acked.has(first.seq)) this.rescan();
+      if (!this.handled(first.seq)) this.rescan();
       return;
     }
     if (!this.atEnd) return;
@@ -174,6 +177,8 @@ export class OutboxPublisher implements Component {
     this.flushTimer?.cancel();
     this.flushTimer = null;
     this.flush();
+    // Each mark that settles while stopping starts the next, for the PUBACKs that came meanwhile.
+    while (this.marked) await this.marked;
   }
 
   /** Records handed to the broker and not yet acknowledged. */
@@ -252,12 +257,17 @@ export class OutboxPublisher implements Component {
           this.lastRead = (this.queue[this.queue.length - 1] as StoredRecord).seq;
         }
         const rec = this.queue[this.queueAt++] as StoredRecord;
-        if (!this.acked.has(rec.seq) && !this.inflight.has(rec.seq)) this.send(rec);
+        if (!this.handled(rec.seq)) this.send(rec);
       }
     } catch (err) {
       // The database reports itself (health); try again shortly.
       this.retryLater(err instanceof StoreError ? err.message : errorMessage(err));
     }
+  }
+
+  /** In flight, or acknowledged and not yet known to be marked: not to be sent again. */
+  private handled(seq: number): boolean {
+    return this.inflight.has(seq) || this.acked.has(seq) || this.marking.has(seq);
   }
 
   private send(rec: StoredRecord): void {
@@ -269,7 +279,8 @@ export class OutboxPublisher implements Component {
     const topic = topics.transaction(rec.deviceId);
     const payload = transactionPayload(rec, siteId, timeZone);
     const limit = broker.maximumPacketSize();
-    if (limit !== undefined && publishPacketBytes(topic, payload) > limit) {
+    // A UTF-16 code unit is at most 3 bytes of UTF-8: most records are counted without a scan.
+    if (limit !== undefined && 3 * (topic.length + payload.length) + 16 > limit && publishPacketBytes(topic, payload) > limit) {
       this.park(rec, `it is larger than the broker's maximum packet size (${limit} bytes)`);
       return;
     }
@@ -395,19 +406,35 @@ export class OutboxPublisher implements Component {
     }
   }
 
+  /** Marks what was acknowledged, one batch at a time; PUBACKs that come meanwhile wait for the next. */
   private flush(): void {
     this.flushTimer?.cancel();
     this.flushTimer = null;
+    if (this.acked.size === 0 || this.marked) return;
+    const batch = this.acked;
+    this.acked = new Set();
+    this.marking = batch;
+    this.marked = this.deps.outbox.markDeliveredSoon([...batch], this.deps.clock.now()).then(
+      () => {
+        this.deps.metrics.mqttPublished.inc({ kind: 'transaction' }, batch.size);
+        this.settleMark(false);
+      },
+      (err: unknown) => {
+        // Kept in memory and tried again; if the agent dies first they are simply sent again.
+        for (const seq of batch) this.acked.add(seq);
+        this.deps.logger.error({ err: errorMessage(err), records: batch.size }, 'cannot mark delivered records; will retry');
+        this.settleMark(true);
+      },
+    );
+  }
+
+  private settleMark(failed: boolean): void {
+    this.marking = new Set<number>();
+    this.marked = null;
     if (this.acked.size === 0) return;
-    const batch = [...this.acked];
-    try {
-      this.deps.outbox.markDelivered(batch, this.deps.clock.now());
-      this.acked.clear();
-      this.deps.metrics.mqttPublished.inc({ kind: 'transaction' }, batch.length);
-    } catch (err) {
-      // Kept in memory and tried again; if the agent dies first they are simply sent again.
-      this.deps.logger.error({ err: errorMessage(err), records: batch.length }, 'cannot mark delivered records; will retry');
+    if (failed) {
       if (this.running) this.flushTimer = this.deps.clock.setTimeout(() => this.flush(), 5_000);
-    }
+    } else if (this.acked.size >= 2000 || !this.running) this.flush();
+    else this.flushTimer ??= this.deps.clock.setTimeout(() => this.flush(), this.deps.flushIntervalMs ?? 200);
   }
 }

@@ -1,6 +1,6 @@
 import { EventEmitter } from 'node:events';
 import { readFileSync } from 'node:fs';
-import mqtt, { type IClientOptions, type MqttClient } from 'mqtt';
+import mqtt, { type IClientOptions, type IClientPublishOptions, type MqttClient } from 'mqtt';
 import type { Clock, Timer } from '../clock.js';
 import type { Logger } from '../logger.js';
 import { errorMessage } from '../errors.js';
@@ -39,6 +39,14 @@ type PendingAcks = Record<string, { cmd?: string; cb?: (err?: Error) => void }>;
  * cannot take would go out again at every reconnect. Here a publish under way when the
  * connection ends rejects as `disconnected` and mqtt.js starts each connection with an empty store.
  */
+/** Publish options without properties (mqtt.js copies what it is given, so these are shared). */
+const PLAIN: Readonly<Record<string, IClientPublishOptions>> = {
+  '0-false': Object.freeze({ qos: 0, retain: false }),
+  '1-false': Object.freeze({ qos: 1, retain: false }),
+  '0-true': Object.freeze({ qos: 0, retain: true }),
+  '1-true': Object.freeze({ qos: 1, retain: true }),
+};
+
 export class MqttBroker extends EventEmitter<BrokerEvents> implements Broker {
   private client: MqttClient | null = null;
   readonly description: string;
@@ -162,7 +170,8 @@ export class MqttBroker extends EventEmitter<BrokerEvents> implements Broker {
     const client = this.client;
     if (!client?.connected) return done(new BrokerError('disconnected', 'not connected to the broker'));
     const props = options.correlationData && this.opts.protocolVersion === 5 ? { correlationData: options.correlationData } : undefined;
-    const opts = { qos: options.qos, retain: options.retain ?? false, ...(props ? { properties: props } : {}) };
+    const retain = options.retain ?? false;
+    const opts = props ? { qos: options.qos, retain, properties: props } : (PLAIN[`${options.qos}-${retain}`] as IClientPublishOptions);
     let answered = false;
     try {
       client.publish(topic, payload, opts, (err) => {

@@ -90,8 +90,17 @@ export class Topics {
     return `${this.chair(deviceId)}/start/response`;
   }
 
+  /** Per record while a backlog flushes: a site has a handful of chairs, so kept (bounded). */
+  private readonly transactionTopics = new Map<string, string>();
+
   transaction(deviceId: string): string {
-    return `${this.base}/transactions/${Topics.level(deviceId)}`;
+    let topic = this.transactionTopics.get(deviceId);
+    if (topic === undefined) {
+      topic = `${this.base}/transactions/${Topics.level(deviceId)}`;
+      if (this.transactionTopics.size >= 1024) this.transactionTopics.clear();
+      this.transactionTopics.set(deviceId, topic);
+    }
+    return topic;
   }
 
   get startFilter(): string {

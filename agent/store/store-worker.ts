@@ -3,7 +3,8 @@ import { Worker } from 'node:worker_threads';
 
 /**
  * The worker's code (CommonJS, evaluated): its own connection to the database; the webhook's group
- * commits (one transaction per batch, synchronous=FULL, answered with each record's seq); and a
+ * commits (one transaction per batch, synchronous=FULL, answered with each record's seq); the
+ * publisher's delivered marks (synchronous=NORMAL: an update as large as the records it marks); and a
  * PASSIVE checkpoint when the WAL holds `minFrames` frames not yet in the database file (what SQLite's
  * wal_autocheckpoint would do inside a commit), at most once per `periodMs`; fewer are copied
  * `idleCheckpointMs` after the write, so a quiet box's WAL is folded in once rather than per
@@ -56,10 +57,44 @@ const commit = (m) => {
     parentPort.postMessage({ id: m.id, fail: { code: err && err.code, message: String(err && err.message || err) } });
   }
 };
+// Records whose PUBACK came, marked in one transaction without an fsync of its own
+// (synchronous=NORMAL: lost to a power cut, they are only sent again); answered with how many.
+let mark = null;
+const deliver = (m) => {
+  try {
+    const d = connect();
+    mark ??= {
+      run: d.prepare(workerData.deliverSql),
+      count: d.prepare('UPDATE counters SET value = value + ? WHERE name = ?'),
+      set: d.prepare('UPDATE counters SET value = ? WHERE name = ?'),
+      normal: d.prepare('PRAGMA synchronous = NORMAL'),
+      full: d.prepare('PRAGMA synchronous = FULL'),
+    };
+    let changed = 0;
+    mark.normal.run();
+    try {
+      d.transaction(() => {
+        changed = 0;
+        for (const [first, last] of m.deliver) changed += mark.run.run(m.at, first, last).changes;
+        if (changed > 0) {
+          mark.count.run(-changed, 'pending');
+          mark.count.run(changed, 'delivered');
+          mark.set.run(m.at, 'last_delivery_at');
+        }
+      }).immediate();
+    } finally {
+      if (d.open) mark.full.run();
+    }
+    parentPort.postMessage({ id: m.id, changed });
+  } catch (err) {
+    if (!(err && err.code && String(err.code).startsWith('SQLITE_'))) close();
+    parentPort.postMessage({ id: m.id, fail: { code: err && err.code, message: String(err && err.message || err) } });
+  }
+};
 const close = () => {
   if (db && db.open) db.close();
   db = null;
-  insert = count = null;
+  insert = count = mark = null;
   if (shm !== null) try { fs.closeSync(shm); } catch {}
   shm = null;
 };
@@ -93,7 +128,8 @@ parentPort.on('message', (m) => {
   if (idle) clearTimeout(idle);
   idle = setTimeout(end, workerData.idleMs);
   if (m !== 'written') {
-    commit(m);
+    if (m.deliver) deliver(m);
+    else commit(m);
     if (timer || uncopied() < workerData.minFrames) return;
     return checkpoint();
   }
@@ -157,13 +193,21 @@ export class WorkerCommitError extends Error {
 export interface StoreWorkerOptions extends CheckpointerOptions {
   /** The INSERT ... RETURNING seq statement the outbox uses. */
   insertSql: string;
+  /** The UPDATE that marks a range of seqs delivered: (at, first, last). */
+  deliverSql: string;
   /** PRAGMA max_page_count (storage.maxSizeMb); it is per connection. */
   maxPageCount?: number | undefined;
 }
 
 interface Waiting {
-  resolve: (seqs: (number | null)[]) => void;
+  resolve: (answer: WorkerAnswer) => void;
   reject: (err: Error) => void;
+}
+
+/** What the worker answers a commit (each record's seq) or a delivered mark (rows changed). */
+interface WorkerAnswer {
+  seqs?: (number | null)[];
+  changed?: number;
 }
 
 /**
@@ -191,6 +235,7 @@ export class StoreWorker {
         sqlite,
         path: this.opts.path,
         insertSql: this.opts.insertSql,
+        deliverSql: this.opts.deliverSql,
         maxPageCount: this.opts.maxPageCount ?? 0,
         minFrames: this.opts.minFrames ?? 250,
         idleCheckpointMs: this.opts.idleCheckpointMs ?? 30_000,
@@ -199,8 +244,8 @@ export class StoreWorker {
       },
     });
     worker.unref();
-    worker.on('message', (m: { id?: number; seqs?: (number | null)[]; fail?: { code?: string; message: string }; done?: CheckpointResult; error?: string }) => {
-      if (m.id !== undefined) return this.answered(m.id, m.seqs, m.fail);
+    worker.on('message', (m: WorkerAnswer & { id?: number; fail?: { code?: string; message: string }; done?: CheckpointResult; error?: string }) => {
+      if (m.id !== undefined) return this.answered(m.id, m, m.fail);
       this.asked = false;
       // Written again while the worker was answering: those frames are told about too.
       if (this.writtenSince) {
@@ -227,23 +272,34 @@ export class StoreWorker {
     return worker;
   }
 
-  private answered(id: number, seqs: (number | null)[] | undefined, fail: { code?: string; message: string } | undefined): void {
+  private answered(id: number, answer: WorkerAnswer, fail: { code?: string; message: string } | undefined): void {
     const w = this.waiting.get(id);
     if (!w) return;
     this.waiting.delete(id);
-    if (seqs) w.resolve(seqs);
-    else w.reject(new WorkerCommitError(fail?.message ?? 'commit failed', fail?.code));
+    if (fail) w.reject(new WorkerCommitError(fail.message, fail.code));
+    else w.resolve(answer);
   }
 
-  /** Commits the rows in one transaction; resolves with each one's seq (null: already stored) once it is on disk. */
-  commit(rows: CommitRow[]): Promise<(number | null)[]> {
+  private ask(message: object): Promise<WorkerAnswer> {
     if (this.stopped) return Promise.reject(new WorkerCommitError('the database is closed', undefined));
     this.worker ??= this.spawn();
     const id = this.nextId++;
     return new Promise((resolve, reject) => {
       this.waiting.set(id, { resolve, reject });
-      (this.worker as Worker).postMessage({ id, rows });
+      (this.worker as Worker).postMessage({ ...message, id });
     });
+  }
+
+  /** Commits the rows in one transaction; resolves with each one's seq (null: already stored) once it is on disk. */
+  async commit(rows: CommitRow[]): Promise<(number | null)[]> {
+    const { seqs } = await this.ask({ rows });
+    if (seqs?.length !== rows.length) throw new WorkerCommitError('the database writer thread gave no answer for the records', undefined);
+    return seqs;
+  }
+
+  /** Marks the seq ranges delivered at `at`, in one transaction; resolves with how many rows changed. */
+  async deliver(ranges: [number, number][], at: number): Promise<number> {
+    return (await this.ask({ deliver: ranges, at })).changed ?? 0;
   }
 
   /** A commit on the event loop's connection added frames to the WAL. */

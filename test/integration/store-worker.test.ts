@@ -55,7 +55,7 @@ describe('the store worker thread (the running agent)', () => {
     writer.exec('CREATE TABLE transactions (n INTEGER)');
     const results: CheckpointResult[] = [];
     let done: () => void = () => {};
-    const cp = new StoreWorker({ path, insertSql: '', minFrames: 0, periodMs: 0, idleMs: 50, onDone: (r) => (results.push(r), done()) });
+    const cp = new StoreWorker({ path, insertSql: '', deliverSql: '', minFrames: 0, periodMs: 0, idleMs: 50, onDone: (r) => (results.push(r), done()) });
     const write = async (): Promise<void> => {
       writer.prepare('INSERT INTO transactions VALUES (1)').run();
       const answered = new Promise<void>((resolve) => (done = resolve));
@@ -123,6 +123,25 @@ describe('the store worker thread (the running agent)', () => {
     expect(outbox.stats().pending).toBe(80);
     expect(outbox.pending(0, 100).map((r) => r.transactionId)).toEqual([...webhook, ...polled].map((r) => r.transactionId));
     outbox.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('marks acknowledged records delivered on the worker, counted once, and refuses a mark once closed', async () => {
+    const { outbox, dir } = store();
+    await outbox.commit(Array.from({ length: 30 }, () => asRecord(vendorRecord())), 'poll', 1000);
+    const seqs = outbox.pending(0, 100).map((r) => r.seq);
+    const delivered: number[] = [];
+    outbox.on('delivered', (n) => delivered.push(n));
+    // Two runs of seqs with a gap, and a seq marked twice: one transaction, each row once.
+    await outbox.markDeliveredSoon([...seqs.slice(0, 10), ...seqs.slice(20), seqs[0] as number], 2000);
+    expect(outbox.pending(0, 100).map((r) => r.seq)).toEqual(seqs.slice(10, 20));
+    expect(outbox.stats()).toMatchObject({ pending: 10, delivered: 20, lastDeliveryAt: 2000 });
+    await outbox.markDeliveredSoon(seqs, 3000);
+    await outbox.markDeliveredSoon(seqs.slice(0, 5), 4000);
+    expect(delivered).toEqual([20, 10, 0]);
+    expect(outbox.stats()).toMatchObject({ pending: 0, delivered: 30, lastDeliveryAt: 3000 });
+    outbox.close();
+    await expect(outbox.markDeliveredSoon([1], 5000)).rejects.toMatchObject({ name: 'StoreError' });
     rmSync(dir, { recursive: true, force: true });
   });
 
