@@ -8,7 +8,7 @@ import { USAGE, VERB_HELP } from './cli/help.js';
 import { EXIT_FAILURE, EXIT_OK, type CommandContext } from './cli/context.js';
 import { errorMessage } from './errors.js';
 import { agentVersion } from './version.js';
-import { enableCompileCache } from 'node:module';
+import * as nodeModule from 'node:module';
 
 /** After a stop signal the process is gone within this time, cleanly or not. */
 const STOP_DEADLINE_MS = 10_000;
@@ -59,20 +59,23 @@ const MIN_NODE = [22, 0];
 function compileCache(env: NodeJS.ProcessEnv): void {
   if (env['CHAIR_AGENT_COMPILE_CACHE'] === 'off') return;
   const dir = env['CACHE_DIRECTORY']?.split(':')[0] ?? env['NODE_COMPILE_CACHE'];
+  // Looked up, not imported by name: on a Node without it the import would fail before the
+  // version check below could say why.
+  const enable = (nodeModule as { enableCompileCache?: (dir?: string) => unknown }).enableCompileCache;
   try {
-    enableCompileCache(dir);
+    enable?.(dir);
   } catch {
     // a cache that cannot be had only costs start-up time
   }
 }
 
 async function main(): Promise<void> {
-  compileCache(process.env);
   const [major = 0, minor = 0] = process.versions.node.split('.').map(Number);
   if (major < (MIN_NODE[0] as number) || (major === MIN_NODE[0] && minor < (MIN_NODE[1] as number))) {
     process.stderr.write(`chair-agent: needs Node.js ${MIN_NODE.join('.')} or newer; this is ${process.versions.node}\n`);
     process.exit(EXIT_FAILURE);
   }
+  compileCache(process.env);
   const stop = new AbortController();
   const onSignal = (signal: NodeJS.Signals): void => {
     if (stop.signal.aborted) return;

@@ -1,14 +1,20 @@
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Simulator } from '../../agent/simulator/simulator.js';
 import { AgentProcess } from '../helpers/agent-process.js';
 import { startBroker, type TestBroker } from '../helpers/broker.js';
-import { runCli } from '../helpers/cli.js';
+import { MAIN, runCli } from '../helpers/cli.js';
 import { Subscriber } from '../helpers/subscriber.js';
 
 const KEY = 'cli-api-key-31337';
+// Debian 12's own Node (20) is on the build machine; the package carries its own runtime.
+const DISTRO_NODE = '/usr/bin/node';
+const distroMajor = existsSync(DISTRO_NODE)
+  ? Number(spawnSync(DISTRO_NODE, ['-p', 'process.versions.node.split(".")[0]']).stdout.toString())
+  : Number.NaN;
 const SECRET = 'cli-webhook-secret-271828';
 let broker: TestBroker;
 let sim: Simulator;
@@ -78,6 +84,13 @@ describe('the command line', () => {
     const r = await runCli(['check', '--config', path], { CREDENTIALS_DIRECTORY: creds });
     expect(r.code).toBe(0);
     expect(r.stdout).toContain('(credential vendor-api-key)');
+  });
+
+  it.skipIf(!(distroMajor < 22))('says which Node.js it needs when started by an older one, rather than failing on an import', () => {
+    const r = spawnSync(DISTRO_NODE, [MAIN, 'version'], { encoding: 'utf8' });
+    expect(r.status).toBe(1);
+    expect(r.stderr).toMatch(/^chair-agent: needs Node\.js 22\.0 or newer; this is 20\./);
+    expect(r.stderr).not.toMatch(/SyntaxError/);
   });
 
   it('rejects an unknown command or option with exit 1 and the usage', async () => {
