@@ -86,6 +86,10 @@ export class MqttBroker extends EventEmitter<BrokerEvents> implements Broker {
       // Not mqtt-packet's table of 65,536 two-byte buffers for packet ids: building it costs about
       // 15 ms at start on this machine and several MB of heap for as long as the agent runs.
       writeCache: false,
+      // A PINGREQ every keepalive period, busy or not, rather than the ping timer cleared and set
+      // again on every PUBACK (a microsecond each while a backlog flushes). A silent broker is
+      // still noticed within 1.5 keepalive periods.
+      reschedulePings: false,
       will: { topic: o.will.topic, payload: Buffer.from(o.will.payload), qos: 1, retain: true },
       ...(o.protocolVersion === 5 ? { properties: { maximumPacketSize: MAX_INCOMING_PACKET_BYTES } } : {}),
     };

@@ -29,7 +29,7 @@ interface Rig {
   stop(): Promise<void>;
 }
 
-function rig(site: string, url: string, dbPath = join(mkdtempSync(join(tmpdir(), 'pub-')), 'agent.db'), maxInflight = 100): Rig {
+function rig(site: string, url: string, dbPath = join(mkdtempSync(join(tmpdir(), 'pub-')), 'agent.db'), maxInflight = 100, keepaliveSeconds = 30): Rig {
   const topics = new Topics('chair-agent', site);
   const outbox = new Outbox({ path: dbPath });
   outbox.open();
@@ -38,7 +38,7 @@ function rig(site: string, url: string, dbPath = join(mkdtempSync(join(tmpdir(),
     clientId: `pub-${site}-${Math.random().toString(16).slice(2)}`,
     rejectUnauthorized: true,
     protocolVersion: 5,
-    keepaliveSeconds: 30,
+    keepaliveSeconds,
     reconnectSeconds: 0.1,
     will: { topic: topics.bridgeState, payload: '{"state":"offline"}' },
     clock: systemClock,
@@ -151,6 +151,30 @@ describe('outbox publisher', () => {
     await waitFor(() => r.outbox.stats().pending === 0, 'delivered once acknowledged');
     await r.stop();
     await after.close();
+    await proxy.stop();
+  });
+
+  it('notices a broker that stops answering (a half-open link) by its keepalive, and delivers what waited once it answers', async () => {
+    const proxy = new TcpProxy(broker.port);
+    await proxy.start();
+    const sub = await Subscriber.connect(broker.url, 'chair-agent/silent/transactions/+');
+    const r = rig('silent', proxy.url, undefined, 100, 5);
+    await waitFor(() => r.mqtt.connected, 'connected');
+
+    proxy.swallowReplies = true; // no PUBACK, no PINGRESP: the link looks up but nothing comes back
+    const records = Array.from({ length: 10 }, () => vendorRecord());
+    r.outbox.insert(records.map(asRecord), 'webhook', Date.now());
+    await waitFor(() => sub.messages.length >= 10, 'the records at the broker');
+    expect(r.outbox.stats().pending).toBe(10);
+    // A PINGREQ after one keepalive period (5 s), given up half a period later.
+    await waitFor(() => !r.mqtt.connected, 'the dead link noticed', 15_000);
+
+    proxy.swallowReplies = false;
+    await waitFor(() => r.outbox.stats().pending === 0, 'every record acknowledged after the reconnect');
+    const ids = new Set(sub.messages.map((m) => tx(m)['TransactionId']));
+    expect(records.every((x) => ids.has(x['TransactionId']))).toBe(true);
+    await r.stop();
+    await sub.close();
     await proxy.stop();
   });
 
