@@ -51,7 +51,7 @@ if (want('flush')) {
   const rows: string[] = [];
   for (const n of [10_000, 100_000]) {
     log(`flush after a broker outage: ${n} records, agent vs tight mqtt.js publisher ...`);
-    const r: FlushResult = await benchFlush(n, n > 10_000 ? 3 : 5);
+    const r: FlushResult = await benchFlush(n, n > 10_000 ? 3 : 7);
     log(JSON.stringify(r));
     const peerRate = Math.round(n / (median(r.peerMs) / 1000));
     const agentRate = Math.round(n / (median(r.agentMs) / 1000));
