@@ -1,34 +1,37 @@
 #!/usr/bin/env node
-// Builds the native modules that have no prebuilt binary for the Node runtime that runs this
-// script (the project's pinned runtime, node_modules/.bin/node, when run by npm), against that
-// runtime's own headers. Run by `npm ci` (postinstall) and by scripts/use-node.sh.
+// Builds the native parts that have no prebuilt binary in node_modules for the Node runtime that
+// runs this script (the project's pinned runtime, via sh scripts/node), against that runtime's
+// own headers. Run by `npm run build` and by scripts/use-node.sh.
 //
-// - epoll (onoff's nan addon, gpio.driver: onoff) is tied to one Node ABI. npm would build it
-//   against whatever headers the user's npmrc names (often the distro Node's), so its own install
-//   script is not allowed (package.json allowScripts) and it is built here instead.
+// - the gpiod addon (gpio.driver: gpiod) is ours, Node-API: one build serves every Node line, so
+//   it is built once and again only when its source changes.
+// - epoll (onoff's nan addon, gpio.driver: onoff) is tied to one Node ABI: built when it does not
+//   load under this runtime. npm never runs its install script (.npmrc: ignore-scripts).
 //
-// - the gpiod addon (gpio.driver: gpiod) is ours, Node-API: one build serves every Node line.
-//
-// A module that cannot be built is reported, not fatal: the agent works without it on a machine
-// that does not use that GPIO driver, and says loudly at start and in `doctor` when one is missing.
+// Neither is needed for the quick start, the tests or gpio.driver: sim. What cannot be built here
+// (no C compiler, the usual case on a fresh machine) is said in one line, and the build goes on;
+// the agent says so again, loudly, if a config asks for that driver. The packages carry both
+// prebuilt for their CPU: nothing compiles on a Pi.
 import { spawnSync } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, statSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const quiet = process.argv.includes('--quiet');
-const say = (text) => process.stderr.write(`native-deps: ${text}\n`);
+const say = (text) => process.stderr.write(`native: ${text}\n`);
 
-/** The directory holding include/node for this runtime: the runtime package itself, or /usr. */
+/** The directory holding include/node for this runtime (the runtime package itself), or null. */
 function headersDir() {
   const root = dirname(dirname(process.execPath));
-  return existsSync(join(root, 'include', 'node', 'node_version.h')) ? root : null;
+  return existsSync(join(root, 'include', 'node', 'node_api.h')) ? root : null;
 }
+
+const have = (cmd) => spawnSync('sh', ['-c', `command -v ${cmd}`], { stdio: 'ignore' }).status === 0;
 
 function loads(path) {
   const r = spawnSync(process.execPath, ['-e', `require(${JSON.stringify(path)})`], { cwd: ROOT, encoding: 'utf8' });
-  return r.status === 0 ? null : (r.stderr.split('\n').find((l) => /Error|error/.test(l)) ?? 'does not load').trim();
+  return r.status === 0;
 }
 
 function nodeGyp() {
@@ -41,30 +44,36 @@ function nodeGyp() {
   return candidates.find((p) => existsSync(p)) ?? null;
 }
 
-function buildEpoll() {
+/** Returns null when the part is ready, else why it could not be made. */
+function gpiod() {
+  const out = join(ROOT, 'native', 'prebuilds', `linux-${process.arch}`, 'chair_gpiod.node');
+  const source = join(ROOT, 'native', 'gpiod', 'chair_gpiod.c');
+  if (existsSync(out) && statSync(out).mtimeMs >= statSync(source).mtimeMs) return null;
+  if (!have('cc') && !have('gcc')) return 'no C compiler';
+  const r = spawnSync(process.execPath, [join(ROOT, 'scripts', 'build-gpiod.mjs'), '--host', '--quiet'], { cwd: ROOT, encoding: 'utf8' });
+  return r.status === 0 ? null : (r.stderr.trim().split('\n')[0] ?? 'build failed');
+}
+
+function epoll() {
   const dir = join(ROOT, 'node_modules', 'epoll');
-  if (!existsSync(dir)) return;
-  const problem = loads('epoll');
-  if (problem === null) {
-    if (!quiet) say(`epoll loads under Node ${process.versions.node}`);
-    return;
-  }
+  if (!existsSync(dir)) return null; // onoff is optional, and not installed here
+  if (loads('epoll')) return null;
+  if (!have('make') || !have('g++')) return 'no C++ compiler';
   const gyp = nodeGyp();
   const headers = headersDir();
-  if (!gyp || !headers) {
-    say(`epoll (onoff) is not built for Node ${process.versions.node}: ${!gyp ? 'node-gyp not found' : 'no Node headers beside this runtime'}; gpio.driver: onoff will not work here (gpiod and sim do)`);
-    return;
-  }
+  if (!gyp || !headers) return !gyp ? 'node-gyp not found' : 'no Node headers beside this runtime';
   const r = spawnSync(process.execPath, [gyp, 'rebuild', `--nodedir=${headers}`, '--loglevel=error'], { cwd: dir, encoding: 'utf8', env: { ...process.env, npm_config_nodedir: headers } });
-  const after = r.status === 0 ? loads('epoll') : (r.stderr.trim().split('\n').slice(-3).join(' ') || 'build failed');
-  if (after === null) say(`built epoll (onoff) for Node ${process.versions.node}`);
-  else say(`epoll (onoff) could not be built for Node ${process.versions.node} (${after}); gpio.driver: onoff will not work here (gpiod and sim do)`);
+  if (r.status === 0 && loads('epoll')) return null;
+  return r.stderr.trim().split('\n').slice(-1)[0] || 'build failed';
 }
 
-function buildGpiod() {
-  const r = spawnSync(process.execPath, [join(ROOT, 'scripts', 'build-gpiod.mjs'), '--host', ...(quiet ? ['--quiet'] : [])], { cwd: ROOT, stdio: 'inherit' });
-  if (r.status !== 0) say('the gpiod addon was not built here; gpio.driver: gpiod will not work on this machine (sim and the tests do)');
+const skipped = [];
+const g = gpiod();
+if (g) skipped.push(`the gpiod addon (${g})`);
+const e = epoll();
+if (e) skipped.push(`onoff's epoll (${e})`);
+if (skipped.length > 0) {
+  say(`not built on this machine: ${skipped.join(', ')}. Only gpio.driver gpiod/onoff need them; the demo, npm test and gpio.driver: sim do not.`);
+} else if (!quiet) {
+  say(`native parts ready for Node ${process.versions.node}`);
 }
-
-buildEpoll();
-buildGpiod();

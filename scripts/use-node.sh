@@ -4,11 +4,11 @@
 #   scripts/use-node.sh 22.23.3     the scripts (npm test, npm run demo, ...) now run on Node 22.23.3
 #   scripts/use-node.sh pinned      back to the runtime package.json pins (what the package ships)
 #
-# npm puts node_modules/.bin first on the scripts' PATH, and the pinned runtime package
-# (node-linux-<arch>, an optional dependency) links node_modules/.bin/node. This re-points that
-# link at the registry's node-linux-<arch>@VERSION, kept in .runtimes/, and rebuilds the native
-# modules that are tied to one Node ABI (scripts/native-deps.mjs). Nothing but the npm registry
-# is contacted. `npm ci` also restores the pinned runtime.
+# Every npm script runs on `sh scripts/node`, which prefers the link node_modules/.chair-agent-node
+# to the pinned runtime package. This points that link at the registry's node-linux-<arch>@VERSION,
+# kept in .runtimes/, and rebuilds the native modules that are tied to one Node ABI
+# (scripts/native-deps.mjs). Nothing but the npm registry is contacted. `npm ci` also restores the
+# pinned runtime (it empties node_modules).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -20,9 +20,10 @@ case "$(uname -m)" in
 esac
 [ -d node_modules ] || { echo "use-node: run npm ci first" >&2; exit 1; }
 
+link=node_modules/.chair-agent-node
 if [ "$want" = pinned ]; then
-  target="../node-linux-$arch/bin/node"
   [ -x "node_modules/node-linux-$arch/bin/node" ] || { echo "use-node: node_modules/node-linux-$arch is missing: npm ci" >&2; exit 1; }
+  rm -f "$link"
 else
   dir=".runtimes/node-linux-$arch-$want"
   if [ ! -x "$dir/bin/node" ]; then
@@ -33,8 +34,7 @@ else
     tar -xzf ".runtimes/$tgz" -C "$dir" --strip-components=1
     rm -f ".runtimes/$tgz"
   fi
-  target="$(pwd)/$dir/bin/node"
+  ln -sfn "$(pwd)/$dir/bin/node" "$link"
 fi
-ln -sfn "$target" node_modules/.bin/node
-echo "use-node: npm scripts now run on $(node_modules/.bin/node --version)"
-node_modules/.bin/node scripts/native-deps.mjs --quiet
+echo "use-node: npm scripts now run on $(sh scripts/node --version)"
+sh scripts/node scripts/native-deps.mjs --quiet

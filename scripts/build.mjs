@@ -1,0 +1,23 @@
+#!/usr/bin/env node
+// `npm run build`: the type-checked compile (tsc), the agent's bundle (scripts/bundle.mjs), and
+// the native parts this machine can build (scripts/native-deps.mjs: skipped with one line where
+// there is no compiler; the demo, the tests and gpio.driver sim do not need them).
+// Run on the project's runtime (sh scripts/node scripts/build.mjs).
+import { spawnSync } from 'node:child_process';
+import { chmodSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
+const require = createRequire(import.meta.url);
+
+function step(args) {
+  const r = spawnSync(process.execPath, args, { cwd: ROOT, stdio: 'inherit' });
+  if (r.status !== 0) process.exit(r.status ?? 1);
+}
+
+step([require.resolve('typescript/bin/tsc'), '-p', 'tsconfig.build.json']);
+step([join(ROOT, 'scripts', 'bundle.mjs')]);
+chmodSync(join(ROOT, 'dist', 'agent', 'main.js'), 0o755);
+step([join(ROOT, 'scripts', 'native-deps.mjs'), '--quiet']);
