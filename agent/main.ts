@@ -8,6 +8,7 @@ import { USAGE, VERB_HELP } from './cli/help.js';
 import { EXIT_FAILURE, EXIT_OK, type CommandContext } from './cli/context.js';
 import { errorMessage } from './errors.js';
 import { agentVersion } from './version.js';
+import { OLD_NODE_HINT, pinnedRuntime } from './cli/pinned-runtime.js';
 import * as nodeModule from 'node:module';
 
 /** After a stop signal the process is gone within this time, cleanly or not. */
@@ -69,12 +70,39 @@ function compileCache(env: NodeJS.ProcessEnv): void {
   }
 }
 
-async function main(): Promise<void> {
+/**
+ * Started by a Node.js older than the agent needs (the distro's `node dist/agent/main.js`, or npx
+ * on an npm that did not link the runtime's bin): in a checkout whose `npm ci` brought the pinned
+ * runtime, the same command runs on that runtime as a child, with signals passed on and its exit
+ * status returned. Elsewhere the refusal says what to type instead. Resolves when a child ran.
+ */
+async function onOldNode(): Promise<boolean> {
   const [major = 0, minor = 0] = process.versions.node.split('.').map(Number);
-  if (major < (MIN_NODE[0] as number) || (major === MIN_NODE[0] && minor < (MIN_NODE[1] as number))) {
-    process.stderr.write(`chair-agent: needs Node.js ${MIN_NODE.join('.')} or newer; this is ${process.versions.node}\n`);
+  if (major > (MIN_NODE[0] as number) || (major === MIN_NODE[0] && minor >= (MIN_NODE[1] as number))) return false;
+  const runtime = pinnedRuntime(new URL('../../', import.meta.url));
+  if (runtime === null) {
+    process.stderr.write(`chair-agent: needs Node.js ${MIN_NODE.join('.')} or newer; this is ${process.versions.node}.\n${OLD_NODE_HINT}`);
     process.exit(EXIT_FAILURE);
   }
+  const { spawn } = await import('node:child_process');
+  const child = spawn(runtime, process.argv.slice(1), { stdio: 'inherit' });
+  for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) process.on(signal, () => child.kill(signal));
+  child.on('error', (err) => {
+    process.stderr.write(`chair-agent: cannot start ${runtime}: ${err.message}\n`);
+    process.exit(EXIT_FAILURE);
+  });
+  child.on('exit', (code, signal) => {
+    if (signal !== null) {
+      process.removeAllListeners(signal);
+      process.kill(process.pid, signal);
+    }
+    process.exit(code ?? EXIT_FAILURE);
+  });
+  return true;
+}
+
+async function main(): Promise<void> {
+  if (await onOldNode()) return;
   compileCache(process.env);
   const stop = new AbortController();
   const onSignal = (signal: NodeJS.Signals): void => {
