@@ -30,8 +30,15 @@ export interface OnoffDriverOptions {
   load?: () => Promise<OnoffModule>;
 }
 
+/**
+ * onoff is an optional dependency (its epoll addon needs a compiler, and most boxes use gpiod):
+ * imported by a name the type checker does not resolve, typed here at our boundary, so the build
+ * never depends on it being installed.
+ */
+const ONOFF = 'onoff';
+
 async function loadOnoff(): Promise<OnoffModule> {
-  const mod = (await import('onoff')) as unknown as OnoffModule & { default?: OnoffModule };
+  const mod = (await import(ONOFF)) as OnoffModule & { default?: OnoffModule };
   return mod.default ?? mod;
 }
 
