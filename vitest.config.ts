@@ -8,6 +8,7 @@ export default defineConfig({
     hookTimeout: 60_000,
     pool: 'forks',
     maxWorkers: 2,
-    reporters: ['default'],
+    // The closing line says what was skipped for a missing tool, and how to get it.
+    reporters: ['default', './test/helpers/missing-tools-reporter.ts'],
   },
 });

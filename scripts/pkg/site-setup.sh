@@ -65,7 +65,13 @@ systemd_running() { [ -z "${ROOT:-}" ] && [ -d /run/systemd/system ] && command 
 
 enable_unit() {
   if [ -n "${ROOT:-}" ]; then
-    systemctl --root="$ROOT" enable "$UNIT_NAME" >/dev/null 2>&1 || say "could not enable $UNIT_NAME in $ROOT"
+    if command -v systemctl >/dev/null 2>&1; then
+      systemctl --root="$ROOT" enable "$UNIT_NAME" >/dev/null 2>&1 || say "could not enable $UNIT_NAME in $ROOT"
+    else
+      # An image built where systemd is not installed: what `systemctl --root enable` would link.
+      install -d "$ROOT/etc/systemd/system/multi-user.target.wants"
+      ln -sfn "/etc/systemd/system/$UNIT_NAME" "$ROOT/etc/systemd/system/multi-user.target.wants/$UNIT_NAME"
+    fi
     return 0
   fi
   if command -v deb-systemd-helper >/dev/null 2>&1; then

@@ -8,6 +8,7 @@ import { startRig, type Rig } from '../helpers/rig.js';
 import { vendorRecord } from '../helpers/records.js';
 import { Subscriber } from '../helpers/subscriber.js';
 import { waitFor } from '../helpers/wait.js';
+import { describeWith } from '../helpers/tools.js';
 
 let rig: Rig;
 let agent: Agent;
@@ -32,7 +33,7 @@ async function webhook(rec: Record<string, unknown>): Promise<number> {
   return res.status;
 }
 
-describe('the broker killed and restarted', () => {
+describeWith('mosquitto', 'the broker killed and restarted', () => {
   it('buffers while it is gone, says so, and delivers everything when it is back', async () => {
     const mark = rig.lines.length;
     await broker.kill();
@@ -65,7 +66,7 @@ describe('the broker killed and restarted', () => {
   });
 });
 
-describe('slow webhook clients', () => {
+describeWith('mosquitto', 'slow webhook clients', () => {
   it('cannot hold the listener: they are dropped while others are served', async () => {
     const slow: Socket[] = [];
     for (let i = 0; i < 20; i++) {

@@ -11,6 +11,7 @@ import { memoryLogger } from '../helpers/memory-logger.js';
 import { vendorRecord } from '../helpers/records.js';
 import { Subscriber } from '../helpers/subscriber.js';
 import { waitFor } from '../helpers/wait.js';
+import { describeWith } from '../helpers/tools.js';
 
 let broker: TestBroker;
 let sim: Simulator;
@@ -25,7 +26,7 @@ afterAll(async () => {
   await broker.stop();
 });
 
-describe('a full database', () => {
+describeWith('mosquitto', 'a full database', () => {
   it('keeps the agent running and degraded, says why, and loses nothing already stored', async () => {
     const dbPath = join(mkdtempSync(join(tmpdir(), 'full-')), 'agent.db');
     const { logger, lines } = memoryLogger('info');

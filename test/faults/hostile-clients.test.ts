@@ -6,10 +6,11 @@ import { TEST_SECRET } from '../helpers/config.js';
 import { startRig, type Rig } from '../helpers/rig.js';
 import { retainedOn, Subscriber } from '../helpers/subscriber.js';
 import { waitFor } from '../helpers/wait.js';
+import { describeWith } from '../helpers/tools.js';
 
 const B = 'chair-agent/clients';
 
-describe('start commands that could hurt the agent', () => {
+describeWith('mosquitto', 'start commands that could hurt the agent', () => {
   let rig: Rig;
   let client: mqtt.MqttClient;
   let sub: Subscriber;

@@ -7,7 +7,7 @@ import { signBody } from '../../agent/http/sign.js';
 import { Topics } from '../../agent/mqtt/topics.js';
 import { Simulator } from '../../agent/simulator/simulator.js';
 import { parkRetryDelayMs } from '../../agent/store/outbox.js';
-import { mosquittoPath, startBroker, type TestBroker } from '../helpers/broker.js';
+import { startBroker, type TestBroker } from '../helpers/broker.js';
 import { runCli } from '../helpers/cli.js';
 import { TEST_API_KEY, TEST_SECRET, testConfig } from '../helpers/config.js';
 import { memoryLogger, type LogRecord } from '../helpers/memory-logger.js';
@@ -15,6 +15,7 @@ import { vendorRecord } from '../helpers/records.js';
 import { Subscriber, type Received } from '../helpers/subscriber.js';
 import { TcpProxy } from '../helpers/tcp-proxy.js';
 import { waitFor } from '../helpers/wait.js';
+import { describeWith } from '../helpers/tools.js';
 
 let sim: Simulator;
 beforeAll(async () => {
@@ -54,7 +55,7 @@ async function webhook(base: string, record: unknown): Promise<number> {
 
 const tx = (m: Received): Record<string, unknown> => JSON.parse(m.text) as Record<string, unknown>;
 
-describe('one unpublishable record never stops the others', () => {
+describeWith('mosquitto', 'one unpublishable record never stops the others', () => {
   let broker: TestBroker;
   beforeAll(async () => {
     broker = await startBroker();
@@ -159,7 +160,7 @@ describe('one unpublishable record never stops the others', () => {
   });
 });
 
-describe('a broker that skips a message', () => {
+describeWith('mosquitto', 'a broker that skips a message', () => {
   it('a record whose PUBACK never comes while later ones are acknowledged is parked after mqtt.ackTimeoutSeconds', async () => {
     const broker = await startBroker();
     const proxy = new TcpProxy(broker.port);
@@ -185,7 +186,7 @@ describe('a broker that skips a message', () => {
   });
 });
 
-describe.skipIf(mosquittoPath() === null)('refusals of an MQTT 5 broker (Mosquitto)', () => {
+describeWith('mosquitto', 'refusals of an MQTT 5 broker (Mosquitto)', () => {
   it('a record the broker refuses (ACL: PUBACK 0x87) is parked at once with the reason; the others are delivered', async () => {
     // Mosquitto started as root reads its files as the mosquitto user.
     const dir = mkdtempSync(join(tmpdir(), 'acl-'));

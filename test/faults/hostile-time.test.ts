@@ -12,6 +12,7 @@ import { memoryLogger, type LogRecord } from '../helpers/memory-logger.js';
 import { vendorRecord } from '../helpers/records.js';
 import { Subscriber } from '../helpers/subscriber.js';
 import { waitFor } from '../helpers/wait.js';
+import { describeWith } from '../helpers/tools.js';
 
 let broker: TestBroker;
 beforeAll(async () => {
@@ -60,7 +61,7 @@ function listedOnly(sim: Simulator, n: number): string[] {
 
 const stored = (agent: Agent, ids: string[]): boolean => ids.every((id) => agent.outbox.find(id, 'finished') !== undefined);
 
-describe('the transaction sync follows the vendor clock, not the Pi\'s', () => {
+describeWith('mosquitto', 'the transaction sync follows the vendor clock, not the Pi\'s', () => {
   let sim: Simulator;
   beforeAll(async () => {
     sim = new Simulator({ apiKey: TEST_API_KEY, chairs: 2 });
@@ -145,7 +146,7 @@ describe('paging that a vendor cannot fool', () => {
   });
 });
 
-describe('values as the vendor sent them', () => {
+describeWith('mosquitto', 'values as the vendor sent them', () => {
   let sim: Simulator;
   beforeAll(async () => {
     sim = new Simulator({ apiKey: TEST_API_KEY, chairs: 2 });

@@ -12,6 +12,7 @@ import { freePort } from '../helpers/ports.js';
 import { vendorRecord } from '../helpers/records.js';
 import { Subscriber } from '../helpers/subscriber.js';
 import { waitFor } from '../helpers/wait.js';
+import { describeWith } from '../helpers/tools.js';
 
 const KEY = 'kill-key-0001';
 const SECRET = 'kill-secret-0002';
@@ -36,7 +37,7 @@ afterAll(async () => {
 
 const key = (r: Record<string, unknown>): string => `${String(r['TransactionId'])}/${String(r['Status'])}`;
 
-describe('kill -9 in a loop', () => {
+describeWith('mosquitto', 'kill -9 in a loop', () => {
   it(`loses nothing that was acknowledged across ${KILLS} kills while webhooks, syncs and the publisher run`, async () => {
     const port = await freePort();
     const dbPath = join(dir, 'agent.db');

@@ -7,6 +7,7 @@ import { AgentProcess } from '../helpers/agent-process.js';
 import { startBroker, type TestBroker } from '../helpers/broker.js';
 import { TcpProxy } from '../helpers/tcp-proxy.js';
 import { waitFor } from '../helpers/wait.js';
+import { describeWith } from '../helpers/tools.js';
 
 let broker: TestBroker;
 let proxy: TcpProxy;
@@ -26,7 +27,7 @@ afterAll(async () => {
   await broker.stop();
 });
 
-describe('stopping under bad conditions', () => {
+describeWith('mosquitto', 'stopping under bad conditions', () => {
   it('exits 0 within 10 s of SIGTERM with a start hanging at the vendor and a broker that acknowledges nothing', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'stop-'));
     const config = join(dir, 'config.yaml');

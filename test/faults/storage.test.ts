@@ -15,6 +15,7 @@ import { asRecord, vendorRecord } from '../helpers/records.js';
 import { Subscriber } from '../helpers/subscriber.js';
 import { TcpProxy } from '../helpers/tcp-proxy.js';
 import { waitFor } from '../helpers/wait.js';
+import { itWith } from '../helpers/tools.js';
 
 let sim: Simulator;
 let broker: TestBroker;
@@ -46,7 +47,7 @@ const removeDb = (db: string): void => {
 };
 
 describe('the database file under the running agent', () => {
-  it('deleted while running: recreated before the next 200, with every waiting record moved in; nothing lost at the restart', async () => {
+  itWith('mosquitto', 'deleted while running: recreated before the next 200, with every waiting record moved in; nothing lost at the restart', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'deleted-'));
     const db = join(dir, 'agent.db');
     const proxy = new TcpProxy(broker.port);
@@ -116,7 +117,7 @@ describe('the database file under the running agent', () => {
     }
   });
 
-  it('a stored record whose text was damaged is parked, not published as broken JSON; the others are delivered', async () => {
+  itWith('mosquitto', 'a stored record whose text was damaged is parked, not published as broken JSON; the others are delivered', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'rot-'));
     const db = join(dir, 'agent.db');
     const proxy = new TcpProxy(broker.port);

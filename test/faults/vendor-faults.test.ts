@@ -6,6 +6,7 @@ import type { LogRecord } from '../helpers/memory-logger.js';
 import { startRig, type Rig } from '../helpers/rig.js';
 import { Subscriber } from '../helpers/subscriber.js';
 import { waitFor } from '../helpers/wait.js';
+import { describeWith } from '../helpers/tools.js';
 
 let rig: Rig;
 let sim: Simulator;
@@ -46,7 +47,7 @@ const modes: [string, Fault, RegExp][] = [
   ['a rate limit', { mode: 'rate-limit', retryAfterSeconds: 1 }, /HTTP 429/],
 ];
 
-describe('vendor faults during polling', () => {
+describeWith('mosquitto', 'vendor faults during polling', () => {
   it.each(modes)('%s: keeps running, says what is wrong in health, logs and LEDs, and recovers', async (_what, fault, why) => {
     const mark = lines.length;
     sim.faults.add({ ...fault, endpoints: ['lists'] });
@@ -64,7 +65,7 @@ describe('vendor faults during polling', () => {
   });
 });
 
-describe('vendor faults during the transaction sync', () => {
+describeWith('mosquitto', 'vendor faults during the transaction sync', () => {
   it.each(modes.filter(([w]) => w !== 'a rate limit'))('%s: the sync fails, says why, keeps its cursor, and the next run loses nothing', async (_what, fault, why) => {
     const sub = await Subscriber.connect(rig.broker.url, 'chair-agent/vfaults/transactions/+');
     const before = sim.model.transactions.length;
@@ -81,7 +82,7 @@ describe('vendor faults during the transaction sync', () => {
   });
 });
 
-describe('vendor faults on the control call', () => {
+describeWith('mosquitto', 'vendor faults on the control call', () => {
   it.each([
     ['a 5xx after which the chair did not start', { mode: 'error', status: 502 } as Fault, 'vendor_unreachable'],
     ['a timeout after which the chair did not start', { mode: 'timeout', delayMs: 5_000 } as Fault, 'vendor_timeout'],

@@ -12,6 +12,7 @@ import { MAIN } from '../helpers/cli.js';
 import { TEST_API_KEY, TEST_SECRET, testConfig } from '../helpers/config.js';
 import { Subscriber } from '../helpers/subscriber.js';
 import { waitFor } from '../helpers/wait.js';
+import { describeWith } from '../helpers/tools.js';
 
 let broker: TestBroker;
 let sim: Simulator;
@@ -33,7 +34,7 @@ function agentFor(siteId: string): Agent {
 
 const B = (site: string): string => `chair-agent/${site}`;
 
-describe('MQTT bridge against a real broker', () => {
+describeWith('mosquitto', 'MQTT bridge against a real broker', () => {
   it('leaves retained bridge state, chair states and availability for a subscriber that comes late', async () => {
     const agent = agentFor('late');
     const early = await Subscriber.connect(broker.url, `${B('late')}/#`);

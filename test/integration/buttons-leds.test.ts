@@ -8,6 +8,7 @@ import { startRig, type Rig } from '../helpers/rig.js';
 import { memoryLogger } from '../helpers/memory-logger.js';
 import { retainedOn, Subscriber } from '../helpers/subscriber.js';
 import { waitFor } from '../helpers/wait.js';
+import { describeWith } from '../helpers/tools.js';
 
 let rig: Rig;
 let broker: TestBroker;
@@ -45,7 +46,7 @@ afterEach(() => sim.faults.clear());
 const press = (bcm: number): Promise<Response> => fetch(`${base}/sim/gpio/${bcm}/press`, { method: 'POST' });
 const gpio = async (): Promise<Record<string, { direction: string; value: number }>> => (await fetch(`${base}/sim/gpio`)).json() as Promise<Record<string, { direction: string; value: number }>>;
 
-describe('buttons and LEDs through the sim driver', () => {
+describeWith('mosquitto', 'buttons and LEDs through the sim driver', () => {
   it('lists every line the agent uses', async () => {
     expect(await gpio()).toEqual({
       '5': { direction: 'out', value: 1 },

@@ -1,9 +1,9 @@
-import { spawn } from 'node:child_process';
-import { chmodSync, chownSync, mkdirSync, mkdtempSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { spawn, spawnSync } from 'node:child_process';
+import { chmodSync, chownSync, copyFileSync, cpSync, mkdirSync, mkdtempSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { MAIN, runCli, type CliResult } from '../helpers/cli.js';
+import { MAIN, ROOT, runCli, type CliResult } from '../helpers/cli.js';
 
 const isRoot = process.getuid?.() === 0;
 const NOBODY = 65534;
@@ -26,10 +26,31 @@ gpio: {driver: sim}
   return { etc, config, credentials };
 }
 
+/**
+ * The runtime and the built CLI where another user can run them. A checkout under a home only its
+ * owner may enter (Debian 13's default 0700) hides both from that user: then a copy in the
+ * temporary folder serves, as the package's /opt/chair-agent does on a box.
+ */
+let runnable: { node: string; main: string } | undefined;
+function runnableByAll(uid: number): { node: string; main: string } {
+  if (runnable) return runnable;
+  const probe = spawnSync(process.execPath, [MAIN, '--version'], { uid, gid: uid, stdio: 'ignore' });
+  if (probe.status === 0) return (runnable = { node: process.execPath, main: MAIN });
+  const dir = mkdtempSync(join(tmpdir(), 'cli-copy-'));
+  chmodSync(dir, 0o755);
+  copyFileSync(process.execPath, join(dir, 'node'));
+  chmodSync(join(dir, 'node'), 0o755);
+  cpSync(join(ROOT, 'dist', 'agent'), join(dir, 'dist', 'agent'), { recursive: true });
+  writeFileSync(join(dir, 'package.json'), readFileSync(join(ROOT, 'package.json')));
+  return (runnable = { node: join(dir, 'node'), main: join(dir, 'dist', 'agent', 'main.js') });
+}
+
 /** Runs the built CLI as another user, with input on stdin. */
 function runAs(uid: number, args: string[], input = ''): Promise<CliResult> {
-  return new Promise((resolve) => {
-    const child = spawn(process.execPath, [MAIN, ...args], { uid, gid: uid, env: { PATH: process.env['PATH'] }, stdio: ['pipe', 'pipe', 'pipe'] });
+  const { node, main } = uid === process.getuid?.() ? { node: process.execPath, main: MAIN } : runnableByAll(uid);
+  return new Promise((resolve, reject) => {
+    const child = spawn(node, [main, ...args], { uid, gid: uid, env: { PATH: process.env['PATH'] }, stdio: ['pipe', 'pipe', 'pipe'] });
+    child.once('error', reject);
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));

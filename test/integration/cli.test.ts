@@ -1,20 +1,16 @@
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Simulator } from '../../agent/simulator/simulator.js';
 import { AgentProcess } from '../helpers/agent-process.js';
 import { startBroker, type TestBroker } from '../helpers/broker.js';
-import { MAIN, runCli } from '../helpers/cli.js';
+import { MAIN, ROOT, runCli } from '../helpers/cli.js';
 import { Subscriber } from '../helpers/subscriber.js';
+import { itWith, oldNode } from '../helpers/tools.js';
 
 const KEY = 'cli-api-key-31337';
-// Debian 12's own Node (20) is on the build machine; the package carries its own runtime.
-const DISTRO_NODE = '/usr/bin/node';
-const distroMajor = existsSync(DISTRO_NODE)
-  ? Number(spawnSync(DISTRO_NODE, ['-p', 'process.versions.node.split(".")[0]']).stdout.toString())
-  : Number.NaN;
 const SECRET = 'cli-webhook-secret-271828';
 let broker: TestBroker;
 let sim: Simulator;
@@ -86,10 +82,23 @@ describe('the command line', () => {
     expect(r.stdout).toContain('(credential vendor-api-key)');
   });
 
-  it.skipIf(!(distroMajor < 22))('says which Node.js it needs when started by an older one, rather than failing on an import', () => {
-    const r = spawnSync(DISTRO_NODE, [MAIN, 'version'], { encoding: 'utf8' });
+  itWith('a Node.js older than 22', 'started by an older Node.js, it runs on the checkout\'s pinned runtime, exit status and all', () => {
+    const old = oldNode() as string;
+    const r = spawnSync(old, [MAIN, 'version'], { encoding: 'utf8' });
+    expect(r.stderr).toBe('');
+    expect(r.status).toBe(0);
+    expect(r.stdout.trim()).toMatch(/^\d+\.\d+\.\d+/);
+    expect(spawnSync(old, [MAIN, 'frobnicate'], { encoding: 'utf8' }).status).toBe(1);
+  });
+
+  itWith('a Node.js older than 22', 'started by an older Node.js with no pinned runtime beside it, says what it needs and what to type', () => {
+    const old = oldNode() as string;
+    const copy = mkdtempSync(join(tmpdir(), 'no-runtime-'));
+    cpSync(join(ROOT, 'dist', 'agent'), join(copy, 'dist', 'agent'), { recursive: true });
+    const r = spawnSync(old, [join(copy, 'dist', 'agent', 'main.js'), 'version'], { encoding: 'utf8' });
     expect(r.status).toBe(1);
-    expect(r.stderr).toMatch(/^chair-agent: needs Node\.js 22\.0 or newer; this is 20\./);
+    expect(r.stderr).toMatch(/^chair-agent: needs Node\.js 22\.0 or newer; this is \d+\./);
+    expect(r.stderr).toContain('npx chair-agent');
     expect(r.stderr).not.toMatch(/SyntaxError/);
   });
 
@@ -102,7 +111,7 @@ describe('the command line', () => {
     expect(o.stderr).toContain("Unknown option '--colour'");
   });
 
-  it('run serves health and metrics, logs JSON without secrets, and stops on SIGTERM with exit 0', async () => {
+  itWith('mosquitto', 'run serves health and metrics, logs JSON without secrets, and stops on SIGTERM with exit 0', async () => {
     const path = writeConfig('run.yaml', goodConfig('run'));
     const sub = await Subscriber.connect(broker.url, 'chair-agent/run/bridge/state');
     const agent = AgentProcess.start(['run', '--config', path], { CHAIR_AGENT_VENDOR_API_KEY: KEY, CHAIR_AGENT_WEBHOOK_SECRET: SECRET });
@@ -131,7 +140,7 @@ describe('the command line', () => {
     await sub.close();
   });
 
-  it('start starts a chair through the button path and prints the outcome', async () => {
+  itWith('mosquitto', 'start starts a chair through the button path and prints the outcome', async () => {
     const path = writeConfig('start.yaml', goodConfig('start').replace('storage:', 'start: {confirmIntervalSeconds: 0.2}\nstorage:'));
     const env = { CHAIR_AGENT_VENDOR_API_KEY: KEY, CHAIR_AGENT_WEBHOOK_SECRET: SECRET };
     const before = sim.requests.control;

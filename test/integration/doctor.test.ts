@@ -8,6 +8,7 @@ import { Simulator } from '../../agent/simulator/simulator.js';
 import { startBroker, type TestBroker } from '../helpers/broker.js';
 import { runCli } from '../helpers/cli.js';
 import { freePort } from '../helpers/ports.js';
+import { itWith } from '../helpers/tools.js';
 
 const KEY = 'doctor-key-123456';
 const SECRET = 'doctor-secret-7890';
@@ -41,7 +42,7 @@ ${extra}`,
 }
 
 describe('chair-agent doctor', () => {
-  it('says ok on every line when everything is reachable', async () => {
+  itWith('mosquitto', 'says ok on every line when everything is reachable', async () => {
     const r = await runCli(['doctor', '--config', configFile('good', broker.url, 'gpio: {driver: sim, chairs: [{deviceId: MC7001, button: 17, led: 27}]}\n')]);
     expect(r.code, r.stdout).toBe(0);
     const lines = r.stdout.trim().split('\n');

@@ -2,8 +2,9 @@ import { spawnSync } from 'node:child_process';
 import { closeSync, constants, existsSync, mkdtempSync, openSync, writeSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { describe, expect, it } from 'vitest';
+import { expect, it } from 'vitest';
 import { addonPath, loadGpiodBinding, type LineEvent } from '../../agent/gpio/gpiod-binding.js';
+import { describeWith } from '../helpers/tools.js';
 import { waitFor } from '../helpers/wait.js';
 
 /** struct gpio_v2_line_event: timestamp_ns u64, id u32 (1 rising, 2 falling), offset, seqno, line_seqno, 6 padding u32. */
@@ -17,9 +18,9 @@ function lineEvent(timestampNs: bigint, rising: boolean, seqno: number): Buffer 
   return b;
 }
 
-describe('the gpiod addon (native/gpiod/chair_gpiod.c), built for this machine', () => {
-  it('is built by npm ci and loads under this runtime', () => {
-    expect(existsSync(addonPath() ?? ''), `missing ${addonPath()}: node scripts/build-gpiod.mjs --host`).toBe(true);
+describeWith('gpiod addon', 'the gpiod addon (native/gpiod/chair_gpiod.c), built for this machine', () => {
+  it('is built by npm run build and loads under this runtime', () => {
+    expect(existsSync(addonPath() ?? ''), `missing ${addonPath()}: npm run build (needs a C compiler)`).toBe(true);
     expect(Object.keys(loadGpiodBinding()).sort()).toEqual(['chipInfo', 'getValue', 'lineInfo', 'release', 'request', 'setValue', 'unwatch', 'watch']);
   });
 

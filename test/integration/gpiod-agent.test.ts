@@ -9,6 +9,7 @@ import { FakeGpiod } from '../helpers/fake-gpiod.js';
 import { memoryLogger, type LogRecord } from '../helpers/memory-logger.js';
 import { Subscriber } from '../helpers/subscriber.js';
 import { waitFor } from '../helpers/wait.js';
+import { itWith } from '../helpers/tools.js';
 
 let broker: TestBroker;
 let sim: Simulator;
@@ -55,7 +56,7 @@ describe('buttons and LEDs on the GPIO character device', () => {
     expect(kernel.open).toBe(0); // released at stop
   });
 
-  it('a line an overlay holds is loud: /healthz 503, bridge/info and the status LED say so, and the other lines work', async () => {
+  itWith('mosquitto', 'a line an overlay holds is loud: /healthz 503, bridge/info and the status LED say so, and the other lines work', async () => {
     const info = await Subscriber.connect(broker.url, 'chair-agent/gpiod-busy/bridge/info');
     const { agent, lines, base } = await agentOn('pi3b-bookworm.txt', 'gpiod-busy', [
       { deviceId: 'MC7001', button: 4, led: 27 },

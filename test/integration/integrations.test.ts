@@ -11,6 +11,7 @@ import { TEST_API_KEY, TEST_SECRET, testConfig } from '../helpers/config.js';
 import { freePort } from '../helpers/ports.js';
 import { Subscriber, type Received } from '../helpers/subscriber.js';
 import { waitFor } from '../helpers/wait.js';
+import { describeWith } from '../helpers/tools.js';
 
 /**
  * What site systems expect, against the simulator and a real broker: a vendor account that spans
@@ -80,7 +81,7 @@ async function request(name: string, payload: string | Buffer, opts: mqtt.IClien
 
 const transactions = (): Record<string, unknown>[] => sub.messages.filter((m) => m.topic.startsWith(`${B}/transactions/`)).map((m) => JSON.parse(m.text) as Record<string, unknown>);
 
-describe('a vendor account that spans sites (vendor.location)', () => {
+describeWith('mosquitto', 'a vendor account that spans sites (vendor.location)', () => {
   it('keeps only the chairs of its Location', async () => {
     await sub.waitFor((m) => m.topic === `${B}/chairs/MC7003`, 'MC7003 state');
     const chairs = await request('chairs', '{}');
@@ -100,7 +101,7 @@ describe('a vendor account that spans sites (vendor.location)', () => {
   });
 });
 
-describe('bridge request API', () => {
+describeWith('mosquitto', 'bridge request API', () => {
   it('answers health_check, info, outbox and chairs', async () => {
     const health = await request('health_check', '{"transaction":"h-1"}');
     expect(health).toMatchObject({ status: 'ok', transaction: 'h-1', data: { healthy: true } });
@@ -162,7 +163,7 @@ describe('bridge request API', () => {
   });
 });
 
-describe('POS correlation and chair names', () => {
+describeWith('mosquitto', 'POS correlation and chair names', () => {
   it("ties the chair's next transaction record to the start that carried a transaction", async () => {
     const since = sub.mark();
     await sub.client.publishAsync(`${B}/chairs/MC7001/start`, JSON.stringify({ minutes: 5, transaction: 'pos-1' }), { qos: 1 });
@@ -177,7 +178,7 @@ describe('POS correlation and chair names', () => {
   });
 });
 
-describe('Home Assistant discovery', () => {
+describeWith('mosquitto', 'Home Assistant discovery', () => {
   const configs = (since = 0): Map<string, Record<string, unknown> | null> => {
     const out = new Map<string, Record<string, unknown> | null>();
     for (const m of sub.messages.slice(since)) if (m.topic.startsWith('homeassistant/') && m.topic.endsWith('/config')) out.set(m.topic, m.text === '' ? null : (JSON.parse(m.text) as Record<string, unknown>));

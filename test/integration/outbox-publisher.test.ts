@@ -14,6 +14,7 @@ import { asRecord, vendorRecord } from '../helpers/records.js';
 import { Subscriber, type Received } from '../helpers/subscriber.js';
 import { TcpProxy } from '../helpers/tcp-proxy.js';
 import { waitFor } from '../helpers/wait.js';
+import { describeWith } from '../helpers/tools.js';
 
 let broker: TestBroker;
 beforeAll(async () => {
@@ -72,7 +73,7 @@ function rig(site: string, url: string, dbPath = join(mkdtempSync(join(tmpdir(),
 
 const tx = (m: Received): Record<string, unknown> => JSON.parse(m.text) as Record<string, unknown>;
 
-describe('outbox publisher', () => {
+describeWith('mosquitto', 'outbox publisher', () => {
   it('delivers every record in the order it was stored, QoS 1, and marks it delivered', async () => {
     const sub = await Subscriber.connect(broker.url, 'chair-agent/order/transactions/+');
     const r = rig('order', broker.url);

@@ -9,6 +9,7 @@ import { Simulator } from '../../agent/simulator/simulator.js';
 import { startBroker, type TestBroker } from '../helpers/broker.js';
 import { TEST_API_KEY, testConfig } from '../helpers/config.js';
 import { waitFor } from '../helpers/wait.js';
+import { describeWith } from '../helpers/tools.js';
 
 /**
  * The local status page in a real browser: Debian's Chromium, headless, driven by playwright-core
@@ -16,7 +17,6 @@ import { waitFor } from '../helpers/wait.js';
  */
 const CHROMIUM = '/usr/bin/chromium';
 const TOKEN = 'page-admin-token-0001';
-const describeIf = existsSync(CHROMIUM) ? describe : describe.skip;
 
 let broker: TestBroker;
 let sim: Simulator;
@@ -60,7 +60,7 @@ afterAll(async () => {
 
 const card = (id: string) => page.locator(`article[data-chair="${id}"]`);
 
-describeIf('status page in Chromium', () => {
+describeWith(['chromium', 'mosquitto'], 'status page in Chromium', () => {
   it('shows every chair with its status and what its LED shows, on a phone-sized screen', async () => {
     await page.goto(`${base}/`);
     await waitFor(() => card('MC7003').count(), 'three chair cards', 15_000);

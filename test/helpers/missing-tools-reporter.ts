@@ -1,0 +1,27 @@
+import type { Reporter, TestModule } from 'vitest/node';
+
+/** How a newcomer gets each tool, for the closing line. */
+const HOW: Record<string, string> = {
+  mosquitto: 'install mosquitto to run them (sudo apt install mosquitto)',
+  'gpiod addon': 'they need the GPIO addon, which npm run build makes where a C compiler is (sudo apt install gcc)',
+  systemd: 'they need systemd (systemctl, systemd-analyze)',
+  chromium: 'install chromium to run them (sudo apt install chromium)',
+  root: 'they run as root only',
+};
+
+/**
+ * After the run: one line per missing tool with the number of tests it skipped (the tests name
+ * what they need as `[needs <tool>]`, test/helpers/tools.ts). Silent when nothing was skipped.
+ */
+export default class MissingToolsReporter implements Reporter {
+  onTestRunEnd(modules: ReadonlyArray<TestModule>): void {
+    const counts = new Map<string, number>();
+    for (const m of modules) {
+      for (const test of m.children.allTests()) {
+        if (test.result().state !== 'skipped') continue;
+        for (const [, tool] of test.fullName.matchAll(/\[needs ([^\]]+)\]/g)) counts.set(tool as string, (counts.get(tool as string) ?? 0) + 1);
+      }
+    }
+    for (const [tool, n] of counts) process.stdout.write(`${n} test${n === 1 ? '' : 's'} skipped: ${HOW[tool] ?? `they need ${tool}`}\n`);
+  }
+}
