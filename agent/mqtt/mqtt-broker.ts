@@ -1,26 +1,18 @@
 import { EventEmitter } from 'node:events';
-import { readFileSync } from 'node:fs';
 import mqtt, { type IClientOptions, type IClientPublishOptions, type MqttClient } from 'mqtt';
 import type { Clock, Timer } from '../clock.js';
 import type { Logger } from '../logger.js';
 import { errorMessage } from '../errors.js';
 import { redactUrl } from '../config/redact.js';
 import { reconnectDelay } from '../core/backoff.js';
+import { endpointOptions, type BrokerEndpoint } from './client-options.js';
 import { BrokerError, type Broker, type BrokerEvents, type InboundMessage, type PublishOptions, type SubscribeOptions } from './broker.js';
 
 /** The largest packet the agent accepts from the broker (MQTT 5 tells the broker; it drops bigger ones). */
 export const MAX_INCOMING_PACKET_BYTES = 256 * 1024;
 
-export interface MqttBrokerOptions {
-  url: string;
+export interface MqttBrokerOptions extends BrokerEndpoint {
   clientId: string;
-  username?: string | undefined;
-  password?: string | undefined;
-  ca?: string | undefined;
-  cert?: string | undefined;
-  key?: string | undefined;
-  rejectUnauthorized: boolean;
-  protocolVersion: 4 | 5;
   keepaliveSeconds: number;
   /** The longest wait between reconnect attempts of a long outage. */
   reconnectSeconds: number;
@@ -72,15 +64,14 @@ export class MqttBroker extends EventEmitter<BrokerEvents> implements Broker {
     if (this.client) return;
     const o = this.opts;
     const options: IClientOptions = {
+      ...endpointOptions(o),
       clientId: o.clientId,
-      protocolVersion: o.protocolVersion,
       clean: true,
       keepalive: o.keepaliveSeconds,
       reconnectPeriod: 0,
       connectTimeout: 10_000,
       // Retained state is republished on every connect; nothing stale is queued while offline.
       queueQoSZero: false,
-      rejectUnauthorized: o.rejectUnauthorized,
       // mqtt.js formats debug lines on every packet unless told it has no logger.
       log: () => undefined,
       // Not mqtt-packet's table of 65,536 two-byte buffers for packet ids: building it costs about
@@ -93,20 +84,6 @@ export class MqttBroker extends EventEmitter<BrokerEvents> implements Broker {
       will: { topic: o.will.topic, payload: Buffer.from(o.will.payload), qos: 1, retain: true },
       ...(o.protocolVersion === 5 ? { properties: { maximumPacketSize: MAX_INCOMING_PACKET_BYTES } } : {}),
     };
-    if (o.username !== undefined) options.username = o.username;
-    if (o.password !== undefined) options.password = o.password;
-    if (o.ca) options.ca = readFileSync(o.ca);
-    if (o.cert) options.cert = readFileSync(o.cert);
-    if (o.key) options.key = readFileSync(o.key);
-    // The URL is read here (WHATWG URL), not by mqtt.js, which would use the deprecated url.parse.
-    const url = new URL(o.url);
-    const secure = url.protocol === 'mqtts:';
-    options.protocol = secure ? 'mqtts' : 'mqtt';
-    options.hostname = url.hostname.replace(/^\[(.*)\]$/, '$1');
-    options.host = options.hostname;
-    options.port = url.port ? Number(url.port) : secure ? 8883 : 1883;
-    if (options.username === undefined && url.username) options.username = decodeURIComponent(url.username);
-    if (options.password === undefined && url.password) options.password = decodeURIComponent(url.password);
     const client = mqtt.connect(options);
     this.client = client;
     this.attempted = new Promise((resolve) => {

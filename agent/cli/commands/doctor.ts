@@ -1,6 +1,7 @@
-import { accessSync, constants, existsSync, readFileSync } from 'node:fs';
+import { accessSync, constants, existsSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import mqtt from 'mqtt';
+import { endpointOptions } from '../../mqtt/client-options.js';
 import { buttonBias, vendorFromConfig } from '../../build.js';
 import { systemClock } from '../../clock.js';
 import { redactUrl } from '../../config/redact.js';
@@ -145,24 +146,14 @@ function brokerCheck(config: Config, timeoutMs: number): Promise<CheckLine> {
   const name = 'broker';
   const where = redactUrl(m.url);
   return new Promise((resolve) => {
-    const options: mqtt.IClientOptions = {
-      clientId: `chair-agent-doctor-${process.pid}`,
-      protocolVersion: m.protocolVersion,
-      reconnectPeriod: 0,
-      connectTimeout: timeoutMs,
-      rejectUnauthorized: m.rejectUnauthorized,
-    };
-    if (m.username) options.username = m.username;
-    if (m.password) options.password = m.password;
+    let options: mqtt.IClientOptions;
     try {
-      if (m.ca) options.ca = readFileSync(m.ca);
-      if (m.cert) options.cert = readFileSync(m.cert);
-      if (m.key) options.key = readFileSync(m.key);
+      options = { ...endpointOptions(m), clientId: `chair-agent-doctor-${process.pid}`, reconnectPeriod: 0, connectTimeout: timeoutMs };
     } catch (err) {
       resolve({ name, ok: false, detail: `${where}: ${errorMessage(err)}`, hint: 'check mqtt.ca, mqtt.cert and mqtt.key' });
       return;
     }
-    const client = mqtt.connect(m.url, options);
+    const client = mqtt.connect(options);
     let done = false;
     const finish = (line: CheckLine): void => {
       if (done) return;
