@@ -69,8 +69,9 @@ the shell's history or in ps. "list" says which are set, never their values. Nee
                           [--locations A,B]
 
 Runs the vendor cloud simulator (default 127.0.0.1:8090). With --config, the API key, the
-webhook secret and the webhook URL are taken from that file, so an agent using it talks to the
-simulator unchanged. --minute-seconds makes a session minute last S real seconds. --locations
+webhook secret and the webhook URL are taken from that file, and it listens where the file's
+vendor.baseUrl points (when that is plain http on this machine), so an agent using it talks to
+the simulator unchanged. --minute-seconds makes a session minute last S real seconds. --locations
 spreads the chairs over several sites in turn, as a vendor account that spans sites.
 Control routes: GET /sim/state, POST /sim/faults, DELETE /sim/faults, POST /sim/paid,
 POST /sim/transactions, POST /sim/chairs/<id> (see docs/SIMULATOR.md).

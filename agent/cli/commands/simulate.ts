@@ -15,13 +15,37 @@ function webhookUrlOf(loaded: LoadedConfig): string | undefined {
   return `http://${host.includes(':') ? `[${host}]` : host}:${c.http.port}${c.webhook.path}`;
 }
 
+/**
+ * Where the agent with this config expects its vendor: the simulator listens there when its
+ * vendor.baseUrl is plain http on this machine, so one config serves both. Null otherwise (the
+ * real cloud, or https), with the reason.
+ */
+export function listenOf(loaded: LoadedConfig | undefined): { host: string; port: number } | { why: string } | null {
+  if (!loaded) return null;
+  let url: URL;
+  try {
+    url = new URL(loaded.config.vendor.baseUrl);
+  } catch {
+    return null;
+  }
+  const host = url.hostname.replace(/^\[|\]$/g, '');
+  const local = host === 'localhost' || host === '::1' || /^127\./.test(host);
+  if (url.protocol !== 'http:' || !local) return { why: `vendor.baseUrl (${url.origin}) is not plain http on this machine` };
+  return { host: host === 'localhost' ? '127.0.0.1' : host, port: url.port === '' ? 80 : Number(url.port) };
+}
+
 export async function simulateCommand(args: ParsedArgs, ctx: CommandContext): Promise<number> {
   const v = args.values;
   // A config is optional here: only read when given, so the simulator runs on a bare checkout.
   const explicit = args.config ?? ctx.env['CHAIR_AGENT_CONFIG'];
   const loaded = explicit ? await loadForCommand(explicit, ctx) : undefined;
   if (loaded === null) return EXIT_CONFIG;
-  const port = intOption(v, 'port', 0, 65535) ?? SIM_DEFAULT_PORT;
+  const fromConfig = listenOf(loaded ?? undefined);
+  const where = fromConfig !== null && 'port' in fromConfig ? fromConfig : null;
+  if (fromConfig !== null && 'why' in fromConfig && v['port'] === undefined) {
+    ctx.stderr(`simulator: ${fromConfig.why}; listening on 127.0.0.1:${SIM_DEFAULT_PORT} (point vendor.baseUrl there to use it)\n`);
+  }
+  const port = intOption(v, 'port', 0, 65535) ?? where?.port ?? SIM_DEFAULT_PORT;
   const chairs = intOption(v, 'chairs', 1, 64) ?? 4;
   const minuteSeconds = numberOption(v, 'minute-seconds', 0.01) ?? 60;
   const apiKey = (v['api-key'] as string | undefined) ?? loaded?.config.vendor.apiKey ?? SIM_DEFAULT_API_KEY;
@@ -29,7 +53,7 @@ export async function simulateCommand(args: ParsedArgs, ctx: CommandContext): Pr
   const secret = (v['webhook-secret'] as string | undefined) ?? loaded?.config.webhook.channelSecret ?? SIM_DEFAULT_WEBHOOK_SECRET;
   const logger = createLogger({ level: 'info', secrets: [apiKey, secret] }).child({ component: 'simulator' });
   const sim = new Simulator({
-    host: (v['host'] as string | undefined) ?? '127.0.0.1',
+    host: (v['host'] as string | undefined) ?? where?.host ?? '127.0.0.1',
     port,
     apiKey,
     chairs,
