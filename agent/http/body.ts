@@ -51,7 +51,8 @@ export function readBody(req: IncomingMessage, limit: number): Promise<Buffer> {
 
 export function sendJson(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
   if (res.headersSent || res.destroyed) return;
-  const text = JSON.stringify(body);
+  // A newline ends it, as curl users expect of a JSON answer (the prompt starts on its own line).
+  const text = `${JSON.stringify(body)}\n`;
   res.writeHead(status, {
     'content-type': 'application/json; charset=utf-8',
     'content-length': Buffer.byteLength(text),
