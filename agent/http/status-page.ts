@@ -66,8 +66,13 @@ export class StatusPage implements Component {
     http.route('POST', '/api/leds/walk', (req, res) => this.walk(req, res));
   }
 
+  /** Each chair's last state line: a poll that changes only the remaining time adds no event. */
+  private readonly lastState = new Map<string, string>();
   private readonly onState = (s: { deviceId: string; status: string; running: boolean }): void => {
-    this.event(`${s.deviceId}: ${s.status}${s.running ? ', running' : ''}`);
+    const text = `${s.deviceId}: ${s.status}${s.running && !/running/i.test(s.status) ? ' (running)' : ''}`;
+    if (this.lastState.get(s.deviceId) === text) return;
+    this.lastState.set(s.deviceId, text);
+    this.event(text);
   };
   private readonly onAvailability = (id: string, online: boolean): void => this.event(`${id} ${online ? 'available' : 'unavailable'}`);
   private readonly onStarting = (id: string, minutes: number, request: { source: string }): void => this.event(`${id}: start requested (${minutes} min, ${request.source})`);
@@ -103,6 +108,7 @@ export class StatusPage implements Component {
     this.walkTimer?.cancel();
     this.heartbeat = this.pushTimer = this.walkTimer = null;
     this.walking = false;
+    this.lastState.clear();
     for (const v of this.viewers) v.res.end();
     this.viewers.clear();
   }
