@@ -11,8 +11,9 @@ import { SimGpioDriver } from '../gpio/sim-driver.js';
 import { chairLedName, STATUS_LED } from '../components/indicators.js';
 import { createLogger, type Logger } from '../logger.js';
 import { Simulator } from '../simulator/simulator.js';
+import { endpointOptions } from '../mqtt/client-options.js';
 import { EmbeddedBroker } from './embedded-broker.js';
-import { renderView, type DemoSnapshot } from './view.js';
+import { chairLine, renderView, timeLine, type DemoSnapshot } from './view.js';
 
 const BUTTONS = [17, 22, 24, 6, 12, 16, 20, 26, 4];
 const LEDS = [27, 23, 25, 13, 19, 21, 18, 7, 8];
@@ -38,6 +39,7 @@ interface Parts {
   agent: Agent;
   watcher: mqtt.MqttClient;
   dir: string;
+  minuteSeconds: number;
 }
 
 /** Free loopback port: the agent's, known before the simulator is told where its webhook goes. */
@@ -106,7 +108,7 @@ export async function runDemo(opts: DemoOptions): Promise<void> {
   const agent = build(config, { logger, gpio });
   await agent.start();
 
-  const watcher = mqtt.connect(broker.url, { protocolVersion: 4, reconnectPeriod: 1000, clientId: 'chair-agent-demo-view' });
+  const watcher = mqtt.connect({ ...endpointOptions({ url: broker.url, protocolVersion: 4, rejectUnauthorized: true }), reconnectPeriod: 1000, clientId: 'chair-agent-demo-view' });
   watcher.on('connect', () => void watcher.subscribeAsync(`${agent.topics.base}/transactions/+`, { qos: 1 }).catch(() => undefined));
   watcher.on('message', (_topic, payload) => {
     try {
@@ -119,13 +121,14 @@ export async function runDemo(opts: DemoOptions): Promise<void> {
   agent.starts.on('finished', (o) => event(o.ok ? `${o.deviceId} started (${o.minutes} min)` : `${o.deviceId} not started: ${o.error}`));
   agent.health.on('change', (name, check) => event(`${name}: ${check.ok ? 'ok' : 'problem'} (${check.detail})`));
 
-  const parts: Parts = { sim, broker, gpio, agent, watcher, dir };
+  const parts: Parts = { sim, broker, gpio, agent, watcher, dir, minuteSeconds: opts.minuteSeconds };
   const watch = `mosquitto_sub -h 127.0.0.1 -p ${broker.port} -V mqttv311 -t '${config.mqtt.baseTopic}/#' -v`;
   event('demo ready: press a chair\'s number key');
   if (!opts.tty) {
     opts.out(`demo: simulator ${sim.url}, broker ${broker.url}, agent http://127.0.0.1:${agentPort} (/healthz, /metrics, /sim/gpio)\n`);
     opts.out(`demo: watch it with: ${watch}\n`);
     opts.out(`demo: press a button with: curl -X POST http://127.0.0.1:${agentPort}/sim/gpio/${BUTTONS[0]}/press\n`);
+    opts.out(`demo: ${timeLine(opts.minuteSeconds)}\n`);
   }
 
   const actions = demoActions(parts, event);
@@ -134,6 +137,17 @@ export async function runDemo(opts: DemoOptions): Promise<void> {
   opts.signal.addEventListener('abort', () => quit(), { once: true });
 
   let frame: NodeJS.Timeout | null = null;
+  if (!opts.tty) {
+    // Without a terminal, each chair's line of the table is printed when it changes.
+    const shown = new Map<string, string>();
+    frame = setInterval(() => {
+      for (const ch of snapshot(parts, events, watch, false).chairs) {
+        const line = chairLine(ch, false);
+        if (shown.get(ch.deviceId) !== line) opts.out(`demo: chair${line}\n`);
+        shown.set(ch.deviceId, line);
+      }
+    }, 1000);
+  }
   if (opts.tty) {
     const tty = opts.tty;
     tty.write('\x1b[?1049h\x1b[?25l');
@@ -229,5 +243,6 @@ function snapshot(p: Parts, events: string[], watch: string, color: boolean): De
     events,
     watch,
     color,
+    minuteSeconds: p.minuteSeconds,
   };
 }

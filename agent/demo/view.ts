@@ -22,6 +22,8 @@ export interface DemoSnapshot {
   events: string[];
   watch: string;
   color: boolean;
+  /** Real seconds a session minute lasts: the demo's clock runs fast so a session ends while you watch. */
+  minuteSeconds: number;
 }
 
 const STATUS_TEXT: Record<LedPattern, string> = {
@@ -47,6 +49,21 @@ function remaining(s: number | null): string {
   return `${Math.floor(s / 60)}:${String(s % 60).padStart(2, '0')}`;
 }
 
+/** What the demo's sped-up time means, in one line. */
+export function timeLine(minuteSeconds: number): string {
+  if (minuteSeconds === 60) return 'time: real (a session minute is a minute)';
+  return `time: sped up ${Math.round(60 / minuteSeconds)}x (a session minute lasts ${minuteSeconds} s; --minute-seconds 60 for real time)`;
+}
+
+/** One chair as a line of the demo's table; without colour, what a log without a terminal shows. */
+export function chairLine(ch: DemoChairRow, color: boolean): string {
+  const c = (code: string, text: string): string => (color ? `\x1b[${code}m${text}\x1b[0m` : text);
+  const symbol = ch.ledOn ? '●' : '○';
+  const bulb = color ? c(ch.ledOn ? (ch.led === 'flash' ? '31' : '32') : '90', symbol) : symbol;
+  const status = ch.online ? ch.status : c('90', `${ch.status || '?'} (offline)`);
+  return ` [${ch.key}]  ${ch.deviceId.padEnd(8)}  ${status.padEnd(ch.online ? 11 : 11 + (color ? 9 : 0))}  ${remaining(ch.remainingSeconds).padEnd(6)}  ${(ch.seated ? 'yes' : 'no').padEnd(6)}  ${bulb} ${ch.led ? LED_TEXT[ch.led] : ''}`;
+}
+
 /** The demo's screen, as lines; pure so it can be tested without a terminal. */
 export function renderView(s: DemoSnapshot): string[] {
   const c = (code: string, text: string): string => (s.color ? `\x1b[${code}m${text}\x1b[0m` : text);
@@ -61,15 +78,11 @@ export function renderView(s: DemoSnapshot): string[] {
     c('1', `chair-agent demo  ·  site ${s.site}`),
     `vendor: ${vendor}   broker: ${broker}   backlog: ${s.backlog.pending} waiting, ${s.backlog.delivered} delivered`,
     `status LED ${bulb(s.statusLedOn, s.statusLed)} ${s.statusLed ? STATUS_TEXT[s.statusLed] : ''}`,
+    timeLine(s.minuteSeconds),
     '',
     c('1', ' key  chair     status       left    seated  LED'),
   ];
-  for (const ch of s.chairs) {
-    const status = ch.online ? ch.status : c('90', `${ch.status || '?'} (offline)`);
-    lines.push(
-      ` [${ch.key}]  ${ch.deviceId.padEnd(8)}  ${status.padEnd(ch.online ? 11 : 11 + (s.color ? 9 : 0))}  ${remaining(ch.remainingSeconds).padEnd(6)}  ${(ch.seated ? 'yes' : 'no').padEnd(6)}  ${bulb(ch.ledOn, ch.led)} ${ch.led ? LED_TEXT[ch.led] : ''}`,
-    );
-  }
+  for (const ch of s.chairs) lines.push(chairLine(ch, s.color));
   lines.push('', c('1', 'last events'));
   for (const e of s.events.slice(-8)) lines.push(`  ${e}`);
   for (let i = s.events.length; i < 8; i++) lines.push('');

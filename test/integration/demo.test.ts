@@ -17,6 +17,8 @@ describe('chair-agent demo', () => {
     const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
     const watch = await waitFor(() => /mosquitto_sub -h 127\.0\.0\.1 -p (\d+) -V mqttv311 -t 'chair-agent\/#' -v/.exec(out), 'the watch line');
     const press = await waitFor(() => /curl -X POST (http:\/\/127\.0\.0\.1:\d+\/sim\/gpio\/17\/press)/.exec(out), 'the press line');
+    await waitFor(() => /demo: chair \[4\]  MC7004 .*steady: available/.test(out), 'the chairs printed as their lines change');
+    expect(out).toContain('demo: time: real (a session minute is a minute)');
     const sub = await Subscriber.connect(`mqtt://127.0.0.1:${watch[1]}`, 'chair-agent/demo/#', { protocolVersion: 4 });
     await sub.waitFor((m) => m.topic === 'chair-agent/demo/chairs/MC7004' && m.retain, 'a retained chair state');
     expect((await fetch(press[1] as string, { method: 'POST' })).status).toBe(200);
@@ -26,6 +28,7 @@ describe('chair-agent demo', () => {
     child.kill('SIGINT');
     expect(await exited).toBe(0);
     expect(out).toContain('demo stopped');
+    expect(out).not.toContain('DeprecationWarning');
   });
 
   it.skipIf(!hasScript)('on a terminal: draws chairs and LEDs, and its keys press a button and make a paid use', async () => {
@@ -57,9 +60,11 @@ describe('chair-agent demo', () => {
       events: ['12:00:00  something happened'],
       watch: 'mosquitto_sub ...',
       color: false,
+      minuteSeconds: 2,
     });
     expect(lines[1]).toBe('vendor: reachable   broker: STOPPED (press b)   backlog: 3 waiting, 7 delivered');
     expect(lines[2]).toBe('status LED ● slow blink: broker unreachable, buffering');
+    expect(lines[3]).toBe('time: sped up 30x (a session minute lasts 2 s; --minute-seconds 60 for real time)');
     expect(lines.find((l) => l.includes('MC7001'))).toBe(' [1]  MC7001    Running      2:05    yes     ○ slow blink: running');
     expect(lines).toContain('  12:00:00  something happened');
   });
