@@ -95,6 +95,7 @@ describe('the command line', () => {
     const old = oldNode() as string;
     const copy = mkdtempSync(join(tmpdir(), 'no-runtime-'));
     cpSync(join(ROOT, 'dist', 'agent'), join(copy, 'dist', 'agent'), { recursive: true });
+    cpSync(join(ROOT, 'package.json'), join(copy, 'package.json'));
     const r = spawnSync(old, [join(copy, 'dist', 'agent', 'main.js'), 'version'], { encoding: 'utf8' });
     expect(r.status).toBe(1);
     expect(r.stderr).toMatch(/^chair-agent: needs Node\.js 22\.0 or newer; this is \d+\./);
