@@ -72,6 +72,14 @@ describeWith('mosquitto', 'buttons and LEDs through the sim driver', () => {
     expect(tx).toMatchObject({ DeviceId: 'MC7001', PlayTime: '7', PaymentMethod: 'manual' });
   });
 
+  it("lists a running chair once in the status page's events, not at every poll", async () => {
+    const polls = sim.requests.lists;
+    await waitFor(() => sim.requests.lists >= polls + 3 && agent.registry.view('MC7001')?.state?.running, 'three more polls of the running chair');
+    const status = (await (await fetch(`${base}/api/status`)).json()) as { events: { text: string }[] };
+    expect(status.events.filter((e) => e.text.startsWith('MC7001: Running'))).toHaveLength(1);
+    expect(status.events.map((e) => e.text)).not.toContain('MC7001: Running, running');
+  });
+
   it('refuses a second press during the run without a control call, with failure flashes', async () => {
     const before = sim.requests.control;
     await press(17);
