@@ -4,7 +4,8 @@ import type { Reporter, TestModule } from 'vitest/node';
 const HOW: Record<string, string> = {
   mosquitto: 'install mosquitto to run them (sudo apt install mosquitto)',
   'gpiod addon': 'they need the GPIO addon, which npm run build makes where a C compiler is (sudo apt install gcc)',
-  systemd: 'they need systemd (systemctl, systemd-analyze)',
+  systemd: 'they need systemd (systemctl, systemd-analyze, systemd-notify)',
+  python3: 'install python3 to run them',
   chromium: 'install chromium to run them (sudo apt install chromium)',
   root: 'they run as root only',
 };

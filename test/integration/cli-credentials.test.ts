@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { MAIN, ROOT, runCli, type CliResult } from '../helpers/cli.js';
+import { itWith } from '../helpers/tools.js';
 
 const isRoot = process.getuid?.() === 0;
 const NOBODY = 65534;
@@ -74,7 +75,7 @@ describe('the installed CLI reads the secrets the service gets', () => {
     expect(`${r.stdout}${r.stderr}`).not.toContain('stored-vendor-key-0001');
   });
 
-  it.skipIf(!isRoot)('a user who cannot read the config, or the credentials, gets one line naming sudo', async () => {
+  itWith('root', 'a user who cannot read the config, or the credentials, gets one line naming sudo', async () => {
     const { etc, config, credentials } = siteEtc();
     writeFileSync(join(credentials, 'vendor-api-key'), 'stored-vendor-key-0003', { mode: 0o600 });
     chmodSync(config, 0o640);

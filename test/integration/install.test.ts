@@ -5,8 +5,8 @@ import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { ROOT } from '../helpers/cli.js';
+import { describeWith } from '../helpers/tools.js';
 
-const canRun = process.getuid?.() === 0 && spawnSync('useradd', ['--help']).status === 0;
 const INSTALL = join(ROOT, 'scripts', 'install.sh');
 
 function install(stage: string, args: string[] = [], env: Record<string, string> = {}, script = INSTALL): { code: number | null; out: string } {
@@ -44,7 +44,7 @@ const owner = (path: string): string => {
   return `${(st.mode & 0o7777).toString(8)} ${st.uid}:${st.gid}`;
 };
 
-describe.skipIf(!canRun)('scripts/install.sh into a staging root', () => {
+describeWith('root', 'scripts/install.sh into a staging root', () => {
   it('installs the unit, the code, a config and credentials with the right owners and modes; twice gives the same result', () => {
     const stage = mkdtempSync(join(tmpdir(), 'stage-'));
     const env = { CHAIR_AGENT_VENDOR_API_KEY: 'vendor-key-from-env' };

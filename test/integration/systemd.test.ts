@@ -9,14 +9,12 @@ import { AgentProcess } from '../helpers/agent-process.js';
 import { startBroker, type TestBroker } from '../helpers/broker.js';
 import { ROOT } from '../helpers/cli.js';
 import { freePort } from '../helpers/ports.js';
+import { describeWith } from '../helpers/tools.js';
 import { waitFor } from '../helpers/wait.js';
 
 const UNIT = join(ROOT, 'systemd', 'chair-agent.service');
-const hasAnalyze = spawnSync('systemd-analyze', ['--version']).status === 0;
-const hasNotify = spawnSync('systemd-notify', ['--help']).status === 0;
-const hasPython = spawnSync('python3', ['-c', 'import socket; socket.recv_fds']).status === 0;
 
-describe.skipIf(!hasAnalyze)('the systemd unit', () => {
+describeWith('systemd', 'the systemd unit', () => {
   it('passes systemd-analyze verify, as installed (ExecStart is the launcher in /opt/chair-agent)', () => {
     // A root with this machine's units and the installed launcher's path: the unit is checked as shipped.
     const root = mkdtempSync(join(tmpdir(), 'unit-root-'));
@@ -51,7 +49,7 @@ describe.skipIf(!hasAnalyze)('the systemd unit', () => {
   });
 });
 
-describe.skipIf(!hasNotify || !hasPython)('sd_notify', () => {
+describeWith(['systemd', 'python3'], 'sd_notify', () => {
   let broker: TestBroker;
   let sim: Simulator;
   let listener: ChildProcess;
