@@ -51,7 +51,13 @@ function gpiod() {
   if (existsSync(out) && statSync(out).mtimeMs >= statSync(source).mtimeMs) return null;
   if (!have('cc') && !have('gcc')) return 'no C compiler';
   const r = spawnSync(process.execPath, [join(ROOT, 'scripts', 'build-gpiod.mjs'), '--host', '--quiet'], { cwd: ROOT, encoding: 'utf8' });
-  return r.status === 0 ? null : (r.stderr.trim().split('\n')[0] ?? 'build failed');
+  if (r.status === 0) return null;
+  // The compiler's first error says it best ("fatal error: errno.h: No such file or directory":
+  // gcc without libc6-dev); else build-gpiod's own line.
+  const lines = r.stderr.trim().split('\n');
+  const error = lines.find((l) => /\berror\b/.test(l) && !l.startsWith('build-gpiod:')) ?? lines[0] ?? 'build failed';
+  const said = error.replace(/^.*?: (fatal )?error: /, 'compiler: ').trim();
+  return /\.h: No such file/.test(said) ? `${said}: sudo apt install libc6-dev` : said;
 }
 
 function epoll() {
