@@ -6,6 +6,7 @@ import { errorMessage } from '../errors.js';
 import { redactUrl } from '../config/redact.js';
 import { reconnectDelay } from '../core/backoff.js';
 import { endpointOptions, type BrokerEndpoint } from './client-options.js';
+import './lenient-acks.js';
 import { BrokerError, type Broker, type BrokerEvents, type InboundMessage, type PublishOptions, type SubscribeOptions } from './broker.js';
 
 /** The largest packet the agent accepts from the broker (MQTT 5 tells the broker; it drops bigger ones). */
@@ -106,8 +107,9 @@ export class MqttBroker extends EventEmitter<BrokerEvents> implements Broker {
       // The same refusal comes back at every attempt; say it once.
       if (text !== this.lastError) o.logger.warn({ broker: this.description, err: text }, 'broker connection error');
       this.lastError = text;
-      // An error on an open connection (a packet the parser refuses, such as a PUBACK reason code
-      // MQTT does not allow there) leaves it unusable: close it now rather than at the keepalive.
+      // An error on an open connection (a packet the parser cannot read) leaves the stream
+      // mid-packet: close it now rather than at the keepalive. A PUBACK's refusal is not one of
+      // these (lenient-acks.ts): it settles that publish alone.
       if (client.connected) (client.stream as { destroy?: () => void } | undefined)?.destroy?.();
     });
     client.on('message', (topic, payload, packet) => {

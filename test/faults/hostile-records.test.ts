@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { build, type Agent } from '../../agent/build.js';
 import { signBody } from '../../agent/http/sign.js';
+import { pubackCodeAccepted } from '../../agent/mqtt/lenient-acks.js';
 import { Topics } from '../../agent/mqtt/topics.js';
 import { Simulator } from '../../agent/simulator/simulator.js';
 import { parkRetryDelayMs } from '../../agent/store/outbox.js';
@@ -210,7 +211,8 @@ describeWith('mosquitto', 'refusals of an MQTT 5 broker (Mosquitto)', () => {
     }
   });
 
-  it('a record over message_size_limit (answered with a PUBACK code MQTT does not allow there) is parked; the others flow', async () => {
+  it('a record over message_size_limit (answered with PUBACK 0x95, which MQTT 5 does not allow there) is parked as refused, and the connection stays', async () => {
+    expect(pubackCodeAccepted(0x95)).toBe(true);
     const broker = await startBroker({ extra: 'message_size_limit 4000\n' });
     const s = await site('size', broker.url);
     const sub = await Subscriber.connect(broker.url, 'chair-agent/size/transactions/+');
@@ -218,11 +220,14 @@ describeWith('mosquitto', 'refusals of an MQTT 5 broker (Mosquitto)', () => {
       const records = [vendorRecord({ Label: 'x'.repeat(10_000) }), vendorRecord(), vendorRecord()];
       for (const r of records) expect(await webhook(s.base, r)).toBe(200);
       await waitFor(() => s.agent.outbox.stats().parked === 1, 'the oversized record parked');
-      expect(s.agent.outbox.parked()[0]?.transactionId).toBe(records[0]!['TransactionId']);
+      expect(s.agent.outbox.parked()[0]).toMatchObject({ transactionId: records[0]!['TransactionId'], reason: expect.stringMatching(/^the broker refused it: .*\(reason code 0x95\)/) });
       await waitFor(() => sub.messages.length === 2, 'the two others');
       const more = vendorRecord();
       expect(await webhook(s.base, more)).toBe(200);
       await sub.waitFor((m) => tx(m)['TransactionId'] === more['TransactionId'], 'the next record');
+      // One refused message is not a reason to lose the connection.
+      expect(s.lines.filter((l) => l.msg === 'connected to the broker')).toHaveLength(1);
+      expect(s.lines.some((l) => String(l['err'] ?? '').includes('Invalid puback reason code'))).toBe(false);
     } finally {
       await sub.close();
       await s.stop();
