@@ -6,6 +6,7 @@ import { formatIsoWithOffset } from './core/vendor-time.js';
 import type { Health } from './health.js';
 import type { Metrics } from './metrics.js';
 import type { Broker } from './mqtt/broker.js';
+import type { RefusalSummary } from './mqtt/refusal-guard.js';
 import type { Outbox, OutboxStats } from './store/outbox.js';
 import { agentVersion } from './version.js';
 import { errorMessage } from './errors.js';
@@ -18,6 +19,8 @@ export interface StatusSources {
   broker: Broker;
   outbox: Outbox;
   inFlight: () => number;
+  /** Publishes the broker refused, by topic class, and the retained topics held because of it. */
+  refusals: () => RefusalSummary;
 }
 
 /** The backlog figures, times in ISO 8601 with the site's offset. */
@@ -31,6 +34,16 @@ export function backlogFigures(s: Pick<StatusSources, 'outbox' | 'config'>): Rec
   }
   const iso = (t: number | null): string | null => (t === null ? null : formatIsoWithOffset(t, s.config.site.timezone));
   return { pending: st.pending, parked: st.parked, oldestPendingAt: iso(st.oldestPendingAt), delivered: st.delivered, lastDeliveryAt: iso(st.lastDeliveryAt) };
+}
+
+/** Refusals by topic class and the topics held now, times in the site's offset. */
+export function refusalFigures(s: Pick<StatusSources, 'refusals' | 'config'>): Record<string, unknown> {
+  const r = s.refusals();
+  return {
+    total: r.total,
+    byClass: r.byClass,
+    held: r.held.map((h) => ({ topic: h.topic, class: h.topicClass, reason: h.reason, refusals: h.refusals, retryAt: formatIsoWithOffset(h.retryAt, s.config.site.timezone) })),
+  };
 }
 
 /** The bridge/info payload. */
@@ -48,6 +61,7 @@ export function bridgeInfo(s: StatusSources): Record<string, unknown> {
     lastPollAt: iso(health.lastPollAt),
     lastSyncAt: iso(health.lastSyncAt),
     backlog: backlogFigures(s),
+    refused: refusalFigures(s),
     chairs: s.registry.knownIds().length,
     health: health.ok ? 'ok' : 'degraded',
   };
@@ -73,6 +87,7 @@ export function registerGauges(metrics: Metrics, s: StatusSources): void {
   };
   metrics.gauge('chair_agent_up', 'Always 1 while the agent runs', () => 1);
   metrics.gauge('chair_agent_broker_connected', '1 while connected to the broker', () => (broker.connected ? 1 : 0));
+  metrics.gauge('chair_agent_mqtt_held_topics', 'Retained topics the broker refused, held back and retried on a backoff', () => s.refusals().held.length);
   metrics.gauge('chair_agent_vendor_reachable', '1 while the last chair list poll succeeded', () => (health.get('vendor').ok ? 1 : 0));
   metrics.gauge('chair_agent_database_writable', '1 while the database takes writes', () => (health.get('database').ok ? 1 : 0));
   metrics.gauge('chair_agent_gpio_ok', '1 while every configured GPIO line works', () => (health.get('gpio').ok ? 1 : 0));

@@ -27,6 +27,7 @@ import { HttpListener } from './http/listener.js';
 import { sendJson } from './http/body.js';
 import type { Broker } from './mqtt/broker.js';
 import { MqttBroker } from './mqtt/mqtt-broker.js';
+import { RefusalGuard } from './mqtt/refusal-guard.js';
 import { MqttBridge } from './mqtt/bridge.js';
 import { MqttStartCommands } from './mqtt/start-commands.js';
 import { OFFLINE, Topics } from './mqtt/topics.js';
@@ -169,7 +170,14 @@ export function build(config: Config, deps: AgentDeps): Agent {
   const health = new Health(clock);
   const topics = new Topics(config.mqtt.baseTopic, config.site.id);
   const vendor = deps.vendor ?? vendorFromConfig(config, clock, logger, metrics);
-  const broker = deps.broker ?? brokerFromConfig(config, topics, logger, clock);
+  const guard = new RefusalGuard({
+    inner: deps.broker ?? brokerFromConfig(config, topics, logger, clock),
+    classify: (topic) => topics.classify(topic, config.homeassistant.discoveryPrefix),
+    clock,
+    logger: child('mqtt'),
+    onRefusal: (topicClass) => metrics.mqttRefused.inc({ class: topicClass }),
+  });
+  const broker: Broker = guard;
   const outbox = deps.outbox ?? new Outbox({ path: config.storage.path, maxSizeMb: config.storage.maxSizeMb, worker: true });
   const scheduler = deps.scheduler ?? monotonicScheduler(config.site.timezone, clock, child('scheduler'));
   const vendorClock = new VendorClock();
@@ -238,7 +246,7 @@ export function build(config: Config, deps: AgentDeps): Agent {
     ackTimeoutMs: config.mqtt.ackTimeoutSeconds * 1000,
   });
   const retention = new Retention({ outbox, scheduler, clock, logger: child('retention'), retentionDays: config.storage.retentionDays });
-  const sources = { config, clock, health, registry, broker, outbox, inFlight: () => publisher.inFlight };
+  const sources = { config, clock, health, registry, broker, outbox, inFlight: () => publisher.inFlight, refusals: () => guard.refusals() };
   const bridge = new MqttBridge({ broker, topics, registry, health, clock, logger: child('bridge'), infoIntervalMs: 60_000, info: () => bridgeInfo(sources) });
   const starts = startServiceFor(config, { vendor, registry, clock, logger, metrics });
   const startCommands = new MqttStartCommands({

@@ -111,6 +111,7 @@ export class Metrics {
   readonly starts = this.add(new Counter('chair_agent_starts_total', 'Chair starts by source (button, mqtt, cli) and outcome', ['source', 'outcome']));
   readonly buttonPresses = this.add(new Counter('chair_agent_button_presses_total', 'Debounced button presses', ['device_id']));
   readonly parked = this.add(new Counter('chair_agent_outbox_parked_total', 'Transactions set aside because the broker refused them (or dropped the connection on them)'));
+  readonly mqttRefused = this.add(new Counter('chair_agent_mqtt_refused_total', 'Publishes the broker refused (MQTT 5 reason code >= 0x80) or the agent could not send, by topic class', ['class']));
   readonly refused = this.add(new Counter('chair_agent_refused_requests_total', 'Requests and commands refused, by what (webhook, start, http) and why', ['what', 'status']));
 
   constructor(private readonly options: { defaultMetrics?: boolean } = {}) {

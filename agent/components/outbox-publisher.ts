@@ -3,7 +3,7 @@ import type { Logger } from '../logger.js';
 import type { Metrics } from '../metrics.js';
 import { errorMessage } from '../errors.js';
 import { formatIsoWithOffset } from '../core/vendor-time.js';
-import { BrokerError, type Broker } from '../mqtt/broker.js';
+import { BrokerError, type Broker, type CloseInfo } from '../mqtt/broker.js';
 import type { Topics } from '../mqtt/topics.js';
 import { recordIntact, StoreError, type Outbox, type StoredRecord } from '../store/outbox.js';
 import type { Component } from './component.js';
@@ -137,7 +137,7 @@ export class OutboxPublisher implements Component {
     if (this.seen === now - 1) this.seen = now;
   };
   private readonly onInserted = (): void => this.pump();
-  private readonly onClose = (): void => this.connectionLost();
+  private readonly onClose = (info?: CloseInfo): void => this.connectionLost(info !== undefined && (info.cause !== null || info.othersInFlight));
 
   start(): void {
     this.running = true;
@@ -336,10 +336,14 @@ export class OutboxPublisher implements Component {
     }, Math.max(100, timeout / 2));
   }
 
-  /** The connection ended: what was in flight is suspect; one alone in flight gets a strike. */
-  private connectionLost(): void {
-    const alone = this.inflight.size === 1 ? (this.inflight.keys().next().value as number) : null;
-    for (const seq of this.inflight.keys()) {
+  /**
+   * The connection ended: what was in flight is suspect; one alone in flight gets a strike. Not
+   * when the close may be another publish's (a refused or suspect retained message: Mosquitto
+   * with max_queued_messages 0 drops the client on a refusal): no record is blamed for it.
+   */
+  private connectionLost(notOurs: boolean): void {
+    const alone = this.inflight.size === 1 && !notOurs ? (this.inflight.keys().next().value as number) : null;
+    for (const seq of notOurs ? [] : this.inflight.keys()) {
       const strikes = (this.suspects.get(seq) ?? 0) + (seq === alone ? 1 : 0);
       this.suspects.set(seq, strikes);
     }

@@ -41,9 +41,20 @@ export interface SubscribeOptions {
   retainAsPublished?: boolean;
 }
 
+/** What is known of why a connection ended. */
+export interface CloseInfo {
+  /**
+   * The publish (not a transaction) the close is put down to: one the broker refused within 2 s
+   * before closing, or a suspect that was alone in flight. Null when unknown.
+   */
+  cause: string | null;
+  /** Publishes other than transactions were in flight: the close may be theirs. */
+  othersInFlight: boolean;
+}
+
 export interface BrokerEvents {
   connect: [];
-  close: [];
+  close: [info?: CloseInfo];
   message: [InboundMessage];
 }
 

@@ -1,3 +1,4 @@
+import type { TopicClass } from './refusal-guard.js';
 import { createHash } from 'node:crypto';
 
 /** A topic level longer than this (UTF-8 bytes) is shortened and given a hash of the whole. */
@@ -68,6 +69,20 @@ export class Topics {
     // Do not cut a %XX escape in half.
     kept = kept.replace(/%[0-9A-F]?$/, '');
     return `${kept}~${createHash('sha256').update(deviceId, 'utf8').digest('hex').slice(0, 16)}`;
+  }
+
+  /** What a topic this agent publishes carries (refusals are counted by it). */
+  classify(topic: string, discoveryPrefix: string): TopicClass {
+    const base = `${this.base}/`;
+    if (topic.startsWith(`${discoveryPrefix}/`)) return 'discovery';
+    if (!topic.startsWith(base)) return 'response'; // an MQTT 5 response topic of the requester's
+    const rest = topic.slice(base.length);
+    if (rest.startsWith('transactions/')) return 'transaction';
+    if (rest.startsWith('bridge/response/')) return 'response';
+    if (rest.startsWith('bridge/')) return 'bridge';
+    if (rest.endsWith('/start/response')) return 'response';
+    if (rest.endsWith('/availability')) return 'availability';
+    return 'chair';
   }
 
   get bridgeState(): string {
