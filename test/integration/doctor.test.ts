@@ -46,7 +46,7 @@ describe('chair-agent doctor', () => {
     const r = await runCli(['doctor', '--config', configFile('good', broker.url, 'gpio: {driver: sim, chairs: [{deviceId: MC7001, button: 17, led: 27}]}\n')]);
     expect(r.code, r.stdout).toBe(0);
     const lines = r.stdout.trim().split('\n');
-    expect(lines.map((l) => l.slice(0, 16).trim())).toEqual(['ok    config', 'ok    database', 'ok    vendor API', 'ok    locations', 'ok    clock', 'ok    broker', 'ok    gpio']);
+    expect(lines.map((l) => l.slice(0, 16).trim())).toEqual(['ok    config', 'ok    database', 'ok    vendor API', 'ok    locations', 'ok    clock', 'ok    broker', 'ok    refusals', 'ok    gpio']);
     expect(r.stdout).toContain('4 chair(s) listed');
     expect(r.stdout).toMatch(/^ok {4}locations {3}the key sees: Ladprao Mall \(4\)$/m);
   });

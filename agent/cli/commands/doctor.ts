@@ -141,31 +141,86 @@ function brokerHint(message: string, config: Config): string {
   return 'check mqtt.url and the broker log';
 }
 
-function brokerCheck(config: Config, timeoutMs: number): Promise<CheckLine> {
+/**
+ * What the running agent told the broker about refused publishes (its retained bridge/info):
+ * refusals are counted by topic class, and retained topics held back are named with the reason.
+ */
+function refusalLine(info: unknown, config: Config, agentOnline = false): CheckLine {
+  const name = 'refusals';
+  if (info === null && agentOnline) {
+    return {
+      name,
+      ok: false,
+      detail: 'the agent is online (bridge/state) but its retained bridge/info is not on the broker: the broker refuses it',
+      hint: `allow the agent's user to publish under ${config.mqtt.baseTopic}/${config.site.id}/# in the broker's ACL, and keep its message size limit above a few KB (Mosquitto: message_size_limit)`,
+    };
+  }
+  const refused = (info as { refused?: { total?: number; byClass?: Record<string, number>; held?: { topic: string; reason: string }[] } } | null)?.refused;
+  if (!refused || typeof refused.total !== 'number') return { name, ok: true, detail: 'no report from a running agent on this broker yet (bridge/info)' };
+  if (refused.total === 0) return { name, ok: true, detail: 'the running agent reports no publish refused by the broker' };
+  const classes = Object.entries(refused.byClass ?? {}).map(([c, n]) => `${c} ${n}`).join(', ');
+  const held = (refused.held ?? []).slice(0, 3).map((h) => `${h.topic} (${h.reason})`).join('; ');
+  return {
+    name,
+    ok: (refused.held ?? []).length === 0,
+    detail: `the broker refused ${refused.total} publish(es): ${classes}${held ? `; held back: ${held}` : ''}`,
+    hint: `let the agent's user publish under ${config.mqtt.baseTopic}/${config.site.id}/# ${config.homeassistant.enabled ? `and ${config.homeassistant.discoveryPrefix}/# ` : ''}in the broker's ACL, and raise its message size limit if the reason is "Packet too large"`,
+  };
+}
+
+function brokerCheck(config: Config, timeoutMs: number): Promise<CheckLine[]> {
   const m = config.mqtt;
   const name = 'broker';
   const where = redactUrl(m.url);
+  const infoTopic = `${m.baseTopic}/${config.site.id}/bridge/info`;
+  const stateTopic = `${m.baseTopic}/${config.site.id}/bridge/state`;
+  let online = false;
   return new Promise((resolve) => {
     let options: mqtt.IClientOptions;
     try {
       options = { ...endpointOptions(m), clientId: `chair-agent-doctor-${process.pid}`, reconnectPeriod: 0, connectTimeout: timeoutMs };
     } catch (err) {
-      resolve({ name, ok: false, detail: `${where}: ${errorMessage(err)}`, hint: 'check mqtt.ca, mqtt.cert and mqtt.key' });
+      resolve([{ name, ok: false, detail: `${where}: ${errorMessage(err)}`, hint: 'check mqtt.ca, mqtt.cert and mqtt.key' }]);
       return;
     }
     const client = mqtt.connect(options);
     let done = false;
-    const finish = (line: CheckLine): void => {
+    let infoTimer: NodeJS.Timeout | undefined;
+    const finish = (lines: CheckLine[]): void => {
       if (done) return;
       done = true;
       clearTimeout(timer);
+      clearTimeout(infoTimer);
       client.end(true);
-      resolve(line);
+      resolve(lines);
     };
-    const timer = setTimeout(() => finish({ name, ok: false, detail: `${where}: timed out after ${timeoutMs} ms`, hint: brokerHint('timed out', config) }), timeoutMs + 500);
-    client.on('connect', () => finish({ name, ok: true, detail: `${where} accepted the connection (MQTT ${m.protocolVersion === 5 ? '5' : '3.1.1'})` }));
-    client.on('error', (err) => finish({ name, ok: false, detail: `${where}: ${errorMessage(err)}`, hint: brokerHint(errorMessage(err), config) }));
-    client.on('close', () => finish({ name, ok: false, detail: `${where}: the connection was closed before the broker accepted it`, hint: brokerHint('closed', config) }));
+    const timer = setTimeout(() => finish([{ name, ok: false, detail: `${where}: timed out after ${timeoutMs} ms`, hint: brokerHint('timed out', config) }]), timeoutMs + 500);
+    client.on('connect', () => {
+      const v311 = m.protocolVersion !== 5;
+      const ok: CheckLine = {
+        name,
+        ok: true,
+        detail: `${where} accepted the connection (MQTT ${v311 ? '3.1.1: a broker cannot refuse a publish in it, so what its ACL or size limit drops is acknowledged and goes unseen; mqtt.protocolVersion: 5 detects it' : '5'})`,
+      };
+      // The agent's own report, when one runs against this broker (retained, so it comes at once).
+      infoTimer = setTimeout(() => finish([ok, refusalLine(null, config, online)]), 1_500);
+      client.on('message', (topic, payload) => {
+        if (topic === stateTopic) online = payload.toString().includes('"online"');
+        if (topic !== infoTopic) return;
+        let info: unknown = null;
+        try {
+          info = JSON.parse(payload.toString());
+        } catch {
+          // not a report we can read
+        }
+        finish([ok, refusalLine(info, config)]);
+      });
+      client.subscribe([stateTopic, infoTopic], { qos: 0 }, (err) => {
+        if (err) finish([ok, refusalLine(null, config)]);
+      });
+    });
+    client.on('error', (err) => finish([{ name, ok: false, detail: `${where}: ${errorMessage(err)}`, hint: brokerHint(errorMessage(err), config) }]));
+    client.on('close', () => finish([{ name, ok: false, detail: `${where}: the connection was closed before the broker accepted it`, hint: brokerHint('closed', config) }]));
   });
 }
 
@@ -293,7 +348,7 @@ export async function runDoctor(config: Config, path: string, options: DoctorOpt
   const lines: CheckLine[] = [{ name: 'config', ok: true, detail: `${path} valid (site ${config.site.id})` }];
   lines.push(databaseCheck(config));
   const [vendor, broker] = await Promise.all([vendorChecks(config), brokerCheck(config, options.brokerTimeoutMs ?? 5_000)]);
-  lines.push(...vendor, broker);
+  lines.push(...vendor, ...broker);
   lines.push(...(await gpioDoctorLines(config, options)));
   return lines;
 }
