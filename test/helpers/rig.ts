@@ -1,6 +1,7 @@
 import { build, type Agent } from '../../agent/build.js';
 import { Simulator } from '../../agent/simulator/simulator.js';
 import { startBroker, type TestBroker } from './broker.js';
+import type { BrokerOptions } from '../../bench/lib/broker.js';
 import { TEST_API_KEY, testConfig } from './config.js';
 import { memoryLogger, type LogRecord } from './memory-logger.js';
 
@@ -21,11 +22,13 @@ export async function startRig(opts: {
   sections?: Record<string, Record<string, unknown>>;
   chairs?: number;
   minuteMs?: number;
+  /** Mosquitto's configuration beyond the default (ACLs, size and queue limits). */
+  broker?: BrokerOptions;
 }): Promise<Rig> {
-  const broker = await startBroker();
+  const broker = await startBroker(opts.broker);
   const sim = new Simulator({ apiKey: TEST_API_KEY, chairs: opts.chairs ?? 2, minuteMs: opts.minuteMs ?? 60_000 });
   await sim.start();
-  const { logger, lines } = memoryLogger('info');
+  const { logger, lines } = memoryLogger(process.env['RIG_LOG'] === 'debug' ? 'debug' : 'info');
   const agent = build(testConfig({ vendorUrl: sim.url, brokerUrl: broker.url }, { ...opts.sections, site: { id: opts.site } }), { logger });
   await agent.start();
   return {

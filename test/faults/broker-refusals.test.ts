@@ -1,0 +1,176 @@
+import { chmodSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { expect, it } from 'vitest';
+import mqtt from 'mqtt';
+import { signBody } from '../../agent/http/sign.js';
+import { endpointOptions } from '../../agent/mqtt/client-options.js';
+import { pubackCodeAccepted } from '../../agent/mqtt/lenient-acks.js';
+import { runCli } from '../helpers/cli.js';
+import { TEST_API_KEY, TEST_SECRET } from '../helpers/config.js';
+import { vendorRecord } from '../helpers/records.js';
+import { startRig, type Rig } from '../helpers/rig.js';
+import { Subscriber } from '../helpers/subscriber.js';
+import { describeWith } from '../helpers/tools.js';
+import { waitFor } from '../helpers/wait.js';
+
+/**
+ * A site broker that refuses some of what the agent publishes, as sites misconfigure them:
+ * Debian 12's Mosquitto 2.0 with an ACL file or message_size_limit, and max_queued_messages 0
+ * (its documented "no maximum"), with which Mosquitto drops the client right after a refusal.
+ * Whatever is refused, the agent stays connected (or reconnects once), and the rest flows.
+ */
+
+/** An ACL file Mosquitto (which reads it as its own user) can read. */
+function aclFile(lines: string): string {
+  const dir = mkdtempSync(join(tmpdir(), 'acl-'));
+  chmodSync(dir, 0o755);
+  writeFileSync(join(dir, 'acl'), lines, { mode: 0o644 });
+  return join(dir, 'acl');
+}
+
+async function webhook(base: string, record: unknown): Promise<number> {
+  const body = JSON.stringify(record);
+  const res = await fetch(`${base}/vendor/webhook`, { method: 'POST', headers: { 'x-vendor-signature': signBody(body, TEST_SECRET) }, body });
+  await res.body?.cancel();
+  return res.status;
+}
+
+const connects = (rig: Rig): number => rig.lines.filter((l) => l.msg === 'connected to the broker').length;
+
+/** Transactions sent by webhook all reach a subscriber, and nothing is parked for another publish's drop. */
+async function transactionsFlow(rig: Rig, site: string, n: number): Promise<void> {
+  const sub = await Subscriber.connect(rig.broker.url, `chair-agent/${site}/transactions/+`);
+  try {
+    const records = Array.from({ length: n }, (_, i) => vendorRecord({ DeviceId: `MC700${(i % 2) + 1}` }));
+    for (const r of records) expect(await webhook(rig.base, r)).toBe(200);
+    await waitFor(() => sub.messages.length >= n, () => `${n} transactions delivered (got ${sub.messages.length})`, 30_000);
+    await waitFor(() => rig.agent.outbox.stats().pending === 0, 'every record marked delivered');
+    expect(rig.agent.outbox.stats().parked).toBe(0);
+  } finally {
+    await sub.close();
+  }
+}
+
+async function metric(rig: Rig, name: string): Promise<string[]> {
+  const text = await (await fetch(`${rig.base}/metrics`)).text();
+  return text.split('\n').filter((l) => l.startsWith(name));
+}
+
+describeWith('mosquitto', 'a broker that refuses publishes (Mosquitto: ACL, message_size_limit, max_queued_messages 0)', () => {
+  it("an ACL that denies one chair's state: that topic is held, the connection stays, every transaction is delivered", async () => {
+    const site = 'acl-chair';
+    const rig = await startRig({
+      site,
+      chairs: 2,
+      broker: { extra: `acl_file ${aclFile(`topic readwrite #\ntopic deny chair-agent/${site}/chairs/MC7002\n`)}\nmax_queued_messages 0\n` },
+    });
+    try {
+      await waitFor(async () => (await metric(rig, 'chair_agent_mqtt_held_topics')).includes('chair_agent_mqtt_held_topics 1'), 'the refused topic held');
+      await waitFor(() => rig.agent.broker.connected, 'connected again');
+      const settled = connects(rig);
+      // Mosquitto drops the client on the refusal (without its PUBACK at first, so the agent
+      // finds the topic by sending suspects alone); then it is held, and the connection stays.
+      expect(settled).toBeLessThanOrEqual(4);
+      await transactionsFlow(rig, site, 6);
+      expect(connects(rig), rig.lines.map((l) => `${l.msg} ${String(l['topic'] ?? l['err'] ?? '')}`).join('\n')).toBe(settled);
+      expect((await fetch(`${rig.base}/healthz`)).status).toBe(200);
+      expect(await metric(rig, 'chair_agent_mqtt_held_topics')).toEqual(['chair_agent_mqtt_held_topics 1']);
+      const warned = rig.lines.filter((l) => l.msg === 'the broker refused a publish; everything else goes on');
+      expect(warned).toHaveLength(1);
+      expect(warned[0]).toMatchObject({ topic: `chair-agent/${site}/chairs/MC7002`, class: 'chair' });
+      expect(String(warned[0]?.['fix'])).toContain('ACL');
+      // What an operator reads: bridge/info (retained) names the held topic and why.
+      const info = await Subscriber.connect(rig.broker.url, `chair-agent/${site}/bridge/info`);
+      try {
+        rig.agent.bridge.publishInfo();
+        const m = await info.waitFor((x) => (JSON.parse(x.text) as { refused?: { total: number } }).refused?.total !== undefined && (JSON.parse(x.text) as { refused: { total: number } }).refused.total > 0, 'bridge/info with refusals');
+        expect((JSON.parse(m.text) as { refused: { held: { topic: string; class: string }[] } }).refused.held).toEqual([
+          expect.objectContaining({ topic: `chair-agent/${site}/chairs/MC7002`, class: 'chair' }),
+        ]);
+      } finally {
+        await info.close();
+      }
+    } finally {
+      await rig.close();
+    }
+  });
+
+  it('Home Assistant discovery enabled but homeassistant/# not allowed: starts and bridge requests still work, one warning per topic', async () => {
+    const site = 'acl-ha';
+    const rig = await startRig({
+      site,
+      chairs: 2,
+      sections: { homeassistant: { enabled: true } },
+      broker: { extra: `acl_file ${aclFile(`topic readwrite chair-agent/#\n`)}\nmax_queued_messages 0\n` },
+    });
+    const sub = await Subscriber.connect(rig.broker.url, `chair-agent/${site}/#`, { protocolVersion: 5 });
+    try {
+      await waitFor(() => rig.lines.some((l) => l.msg.startsWith('the broker refuses every topic of this class')), 'discovery held as a class');
+      await waitFor(() => rig.agent.broker.connected, 'connected again');
+      const settled = connects(rig);
+      expect(settled).toBeLessThanOrEqual(4);
+      // A bridge request and a start command from another site system, both answered. A request
+      // sent while the agent was away is lost (clean session), so the caller asks again, as a
+      // POS does after its timeout.
+      const pos = await mqtt.connectAsync({ ...endpointOptions({ url: rig.broker.url, protocolVersion: 5, rejectUnauthorized: true }), reconnectPeriod: 0 });
+      const ask = async (topic: string, body: string, answered: (m: { topic: string; text: string }) => boolean, what: string): Promise<void> => {
+        for (let attempt = 1; ; attempt++) {
+          const since = sub.mark();
+          await pos.publishAsync(topic, body, { qos: 1 });
+          try {
+            await sub.waitFor(answered, what, since, 2_000);
+            return;
+          } catch (err) {
+            if (attempt >= 5) throw err;
+          }
+        }
+      };
+      try {
+        await ask(`chair-agent/${site}/bridge/request/health_check`, '{"transaction":"h-1"}', (m) => m.topic === `chair-agent/${site}/bridge/response/health_check` && m.text.includes('"h-1"'), 'the health_check answer');
+        await ask(`chair-agent/${site}/chairs/MC7001/start`, '{"minutes":1,"transaction":"pos-ha"}', (m) => m.topic === `chair-agent/${site}/chairs/MC7001/start/response` && m.text.includes('"pos-ha"'), 'the start answered');
+        expect(sub.messages.filter((m) => m.topic === `chair-agent/${site}/chairs/MC7001/start/response`).at(-1)?.text).toContain('"status":"ok"');
+      } finally {
+        await pos.endAsync();
+      }
+      await transactionsFlow(rig, site, 4);
+      expect(connects(rig)).toBe(settled);
+      const warned = rig.lines.filter((l) => l.msg === 'the broker refused a publish; everything else goes on');
+      expect(new Set(warned.map((l) => l['topic'])).size).toBe(warned.length);
+      expect(warned.every((l) => String(l['topic']).startsWith('homeassistant/'))).toBe(true);
+    } finally {
+      await sub.close();
+      await rig.close();
+    }
+  });
+
+  it('message_size_limit below the discovery configs: PUBACK 0x95 is a refusal of that message, not of the connection', async () => {
+    expect(pubackCodeAccepted(0x95)).toBe(true);
+    const site = 'size-ha';
+    // Mosquitto's default queue settings: it answers 0x95 and keeps the client.
+    const rig = await startRig({ site, chairs: 2, sections: { homeassistant: { enabled: true } }, broker: { extra: 'message_size_limit 560\n' } });
+    try {
+      await waitFor(async () => (await metric(rig, 'chair_agent_mqtt_refused_total{class="discovery"}')).length > 0, 'the oversize configs refused');
+      await transactionsFlow(rig, site, 4);
+      // One connection from start to end: no refusal cost it.
+      expect(connects(rig)).toBe(1);
+      expect(rig.lines.some((l) => String(l['err'] ?? '').includes('Invalid puback reason code'))).toBe(false);
+      const warned = rig.lines.find((l) => l.msg === 'the broker refused a publish; everything else goes on' && l['class'] === 'discovery');
+      expect(warned).toMatchObject({ reasonCode: '0x95' });
+      expect(String(warned?.['fix'])).toContain('message_size_limit');
+      // doctor reads the agent's report from the broker and says what to change.
+      const dir = mkdtempSync(join(tmpdir(), 'doctor-'));
+      const config = join(dir, 'config.yaml');
+      writeFileSync(
+        config,
+        `site: {id: ${site}}\nvendor: {baseUrl: "${rig.sim.url}", apiKey: ${TEST_API_KEY}}\nwebhook: {enabled: false}\nmqtt: {url: "${rig.broker.url}"}\nhomeassistant: {enabled: true}\nstorage: {path: ${join(dir, 'agent.db')}}\ngpio: {driver: sim}\n`,
+      );
+      rig.agent.bridge.publishInfo();
+      const r = await runCli(['doctor', '--config', config]);
+      // Its own report is over the limit too: doctor says so rather than "all well".
+      expect(r.stdout, r.stdout).toMatch(/FAIL\s+refusals\s+the agent is online \(bridge\/state\) but its retained bridge\/info is not on the broker/);
+    } finally {
+      await rig.close();
+    }
+  });
+});

@@ -1,0 +1,174 @@
+import { EventEmitter } from 'node:events';
+import { describe, expect, it } from 'vitest';
+import { silentLogger } from '../../agent/logger.js';
+import { BrokerError, type Broker, type BrokerEvents, type CloseInfo, type PublishOptions } from '../../agent/mqtt/broker.js';
+import { MAX_PAYLOAD_BYTES, RefusalGuard } from '../../agent/mqtt/refusal-guard.js';
+import { Topics } from '../../agent/mqtt/topics.js';
+import { FakeClock } from '../helpers/fake-clock.js';
+
+/** A broker whose answers the test gives: each publish waits until answered or the link drops. */
+class ScriptedBroker extends EventEmitter<BrokerEvents> implements Broker {
+  connected = false;
+  readonly description = 'scripted';
+  readonly sent: { topic: string; payload: string; done: (err: BrokerError | null) => void }[] = [];
+
+  connect(): void {
+    this.up();
+  }
+  up(): void {
+    this.connected = true;
+    this.emit('connect');
+  }
+  /** The broker drops the link: what was in flight fails first, then the close. */
+  drop(): void {
+    this.connected = false;
+    for (const s of this.sent.splice(0)) s.done(new BrokerError('disconnected', 'gone'));
+    this.emit('close');
+  }
+  answer(topic: string, err: BrokerError | null = null): void {
+    const i = this.sent.findIndex((s) => s.topic === topic);
+    const [s] = this.sent.splice(i, 1);
+    s?.done(err);
+  }
+  firstAttempt(): Promise<void> {
+    return Promise.resolve();
+  }
+  publish(topic: string, payload: string | Buffer, options: PublishOptions): Promise<void> {
+    return new Promise((resolve, reject) => this.send(topic, payload, options, (e) => (e ? reject(e) : resolve())));
+  }
+  send(topic: string, payload: string | Buffer, _o: PublishOptions, done: (err: BrokerError | null) => void): void {
+    if (!this.connected) return done(new BrokerError('disconnected', 'not connected'));
+    this.sent.push({ topic, payload: payload.toString(), done });
+  }
+  batch(fn: () => void): void {
+    fn();
+  }
+  subscribe(): Promise<void> {
+    return Promise.resolve();
+  }
+  unsubscribe(): Promise<void> {
+    return Promise.resolve();
+  }
+  receiveMaximum(): number {
+    return 100;
+  }
+  maximumPacketSize(): number | undefined {
+    return undefined;
+  }
+  end(): Promise<void> {
+    return Promise.resolve();
+  }
+}
+
+const topics = new Topics('chair-agent', 'site');
+const RETAINED: PublishOptions = { qos: 1, retain: true };
+const NOT_AUTHORIZED = new BrokerError('refused', 'Publish error: Not authorized (reason code 0x87)', 0x87);
+
+function setup(): { inner: ScriptedBroker; guard: RefusalGuard; clock: FakeClock; closes: (CloseInfo | undefined)[]; results: Map<string, string[]> } {
+  const inner = new ScriptedBroker();
+  const clock = new FakeClock();
+  const guard = new RefusalGuard({ inner, classify: (t) => topics.classify(t, 'homeassistant'), clock, logger: silentLogger() });
+  const closes: (CloseInfo | undefined)[] = [];
+  guard.on('close', (info) => closes.push(info));
+  guard.connect();
+  return { inner, guard, clock, closes, results: new Map() };
+}
+
+/** Publishes through the guard and records how each publish ended. */
+function publish(guard: RefusalGuard, results: Map<string, string[]>, topic: string, payload = '{}', options = RETAINED): void {
+  guard.send(topic, payload, options, (err) => results.set(topic, [...(results.get(topic) ?? []), err ? err.kind : 'ok']));
+}
+
+describe('RefusalGuard: what the broker refuses never costs the rest', () => {
+  it('holds a refused retained topic: later publishes of it wait, the latest goes at the retry, an acknowledgement releases it', async () => {
+    const { inner, guard, clock, results } = setup();
+    const chair = topics.chair('MC7002');
+    publish(guard, results, chair, '{"v":1}');
+    inner.answer(chair, NOT_AUTHORIZED);
+    expect(guard.refusals()).toMatchObject({ total: 1, byClass: { chair: 1 }, held: [{ topic: chair, topicClass: 'chair', refusals: 1 }] });
+    // Every connect republishes it: it is kept aside, not sent.
+    publish(guard, results, chair, '{"v":2}');
+    publish(guard, results, chair, '{"v":3}');
+    expect(inner.sent).toHaveLength(0);
+    expect(results.get(chair)).toEqual(['refused', 'refused', 'refused']);
+    // Other topics flow meanwhile.
+    publish(guard, results, topics.chair('MC7001'));
+    expect(inner.sent.map((s) => s.topic)).toEqual([topics.chair('MC7001')]);
+    inner.answer(topics.chair('MC7001'));
+    // At the retry (1 min), the latest payload goes; refused again, the next wait doubles.
+    await clock.advance(60_000);
+    expect(inner.sent.map((s) => `${s.topic} ${s.payload}`)).toEqual([`${chair} {"v":3}`]);
+    inner.answer(chair, NOT_AUTHORIZED);
+    expect(guard.refusals().held[0]?.refusals).toBe(2);
+    await clock.advance(60_000);
+    expect(inner.sent).toHaveLength(0);
+    publish(guard, results, chair, '{"v":4}');
+    await clock.advance(60_000);
+    expect(inner.sent.map((s) => s.payload)).toEqual(['{"v":4}']);
+    inner.answer(chair);
+    expect(guard.refusals().held).toEqual([]);
+    publish(guard, results, chair, '{"v":5}');
+    expect(inner.sent.map((s) => s.payload)).toEqual(['{"v":5}']);
+  });
+
+  it('puts a close that follows a refusal down to it, so no transaction in flight is blamed', () => {
+    const { inner, guard, closes, results } = setup();
+    publish(guard, results, topics.transaction('MC7001'), '{}', { qos: 1 });
+    publish(guard, results, topics.availability('MC7002'));
+    inner.answer(topics.availability('MC7002'), NOT_AUTHORIZED);
+    inner.drop();
+    expect(closes.at(-1)).toEqual({ cause: topics.availability('MC7002'), othersInFlight: false });
+  });
+
+  it('finds the topic the broker drops the connection on without a word: suspects go alone, two drops hold it', () => {
+    const { inner, guard, closes, results } = setup();
+    const [a, b, c] = [topics.bridgeInfo, topics.chair('MC7001'), topics.chair('MC7002')];
+    for (const t of [a, b, c]) publish(guard, results, t);
+    inner.drop();
+    expect(closes.at(-1)).toEqual({ cause: null, othersInFlight: true });
+    // Next connect: the three are suspects and go one at a time.
+    inner.up();
+    for (const t of [a, b, c]) publish(guard, results, t);
+    expect(inner.sent.map((s) => s.topic)).toEqual([a]);
+    inner.answer(a);
+    expect(inner.sent.map((s) => s.topic)).toEqual([b]);
+    inner.answer(b);
+    expect(inner.sent.map((s) => s.topic)).toEqual([c]);
+    inner.drop();
+    expect(closes.at(-1)).toEqual({ cause: c, othersInFlight: true });
+    inner.up();
+    publish(guard, results, c);
+    inner.drop();
+    // Alone in flight at two drops: held, and said to be the cause.
+    expect(guard.refusals().held.map((h) => h.topic)).toEqual([c]);
+    inner.up();
+    publish(guard, results, c);
+    publish(guard, results, a);
+    expect(inner.sent.map((s) => s.topic)).toEqual([a]);
+  });
+
+  it('holds a whole class the broker has never taken one of, and probes it with one topic', async () => {
+    const { inner, guard, clock, results } = setup();
+    const configs = ['homeassistant/sensor/x/a/config', 'homeassistant/sensor/x/b/config', 'homeassistant/sensor/x/c/config'];
+    for (const t of configs.slice(0, 2)) {
+      publish(guard, results, t);
+      inner.answer(t, NOT_AUTHORIZED);
+    }
+    publish(guard, results, configs[2] as string);
+    expect(inner.sent).toHaveLength(0);
+    await clock.advance(60_000);
+    // One probe, not three.
+    expect(inner.sent).toHaveLength(1);
+    inner.answer(inner.sent[0]?.topic as string);
+    // Taken: the class is released, and what waited goes out.
+    expect(inner.sent.map((s) => s.topic).sort()).toEqual(configs.filter((t) => t !== configs[0]).sort());
+  });
+
+  it('does not send a payload past its bound, except a transaction record', () => {
+    const { inner, guard, results } = setup();
+    publish(guard, results, topics.chair('HUGE'), 'x'.repeat(MAX_PAYLOAD_BYTES + 1));
+    expect(results.get(topics.chair('HUGE'))).toEqual(['invalid']);
+    publish(guard, results, topics.transaction('HUGE'), 'x'.repeat(MAX_PAYLOAD_BYTES + 1), { qos: 1 });
+    expect(inner.sent.map((s) => s.topic)).toEqual([topics.transaction('HUGE')]);
+  });
+});
