@@ -387,7 +387,7 @@ export function build(config: Config, deps: AgentDeps): Agent {
   outbox.on('delivered', () => bridge.infoSoon());
 
   if (config.webhook.enabled && config.webhook.channelSecret) {
-    http.route('POST', config.webhook.path, webhookHandler({ secret: config.webhook.channelSecret, commits: webhookCommits, keep: location?.record, logger: child('webhook'), metrics, refusals: http.refusals }));
+    http.route('POST', config.webhook.path, webhookHandler({ secret: config.webhook.channelSecret, commits: webhookCommits, keep: location?.record, logger: child('webhook'), metrics, refusals: http.refusals }), 'webhook');
   }
   http.route('GET', '/healthz', (_req, res) => sendJson(res, health.ok ? 200 : 503, health.snapshot()));
   http.route('GET', '/metrics', async (_req, res) => {

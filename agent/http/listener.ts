@@ -4,7 +4,8 @@ import { createRequire } from 'node:module';
 // Not `import { createServer } from 'node:http'`: the ESM view of node:http reads every export,
 // and its lazy WebSocket getters load Node's own copy of undici (about 20 ms at each start).
 const { createServer } = createRequire(import.meta.url)('node:http') as typeof import('node:http');
-import type { AddressInfo } from 'node:net';
+import type { AddressInfo, Socket } from 'node:net';
+import { Admission } from './admission.js';
 import type { Clock } from '../clock.js';
 import type { Logger } from '../logger.js';
 import type { Metrics } from '../metrics.js';
@@ -15,11 +16,16 @@ import { RefusalLog } from './refusal-log.js';
 
 export type RouteHandler = (req: IncomingMessage, res: ServerResponse, match: RegExpExecArray | null) => Promise<void> | void;
 
+/** What a route is, for who gives way when connections run short (admission.ts). */
+export type RouteClass = 'webhook' | 'stream' | 'other';
+
 interface Route {
   method: string;
   path: string | RegExp;
   handler: RouteHandler;
+  routeClass: RouteClass;
 }
+
 
 export interface ListenerOptions {
   host: string;
@@ -31,7 +37,10 @@ export interface ListenerOptions {
   requestTimeoutMs?: number;
   /** A connection silent this long is closed, also one that never sends a byte. */
   idleTimeoutMs?: number;
-  /** Connections open at once; more are closed as they arrive. */
+  /**
+   * Connections open at once before the quietest give way to new ones and requests other than
+   * the webhook are shed with 503; four times this is the hard limit.
+   */
   maxConnections?: number;
   clock: Clock;
   metrics?: Metrics;
@@ -47,14 +56,15 @@ export class HttpListener implements Component {
   readonly name = 'http';
   private server: Server | null = null;
   private readonly routes: Route[] = [];
+  private admission: Admission | null = null;
   readonly refusals: RefusalLog;
 
   constructor(private readonly opts: ListenerOptions) {
     this.refusals = new RefusalLog({ clock: opts.clock, logger: opts.logger, metrics: opts.metrics });
   }
 
-  route(method: string, path: string | RegExp, handler: RouteHandler): void {
-    this.routes.push({ method, path, handler });
+  route(method: string, path: string | RegExp, handler: RouteHandler, routeClass: RouteClass = 'other'): void {
+    this.routes.push({ method, path, handler, routeClass });
   }
 
   async start(): Promise<void> {
@@ -68,7 +78,19 @@ export class HttpListener implements Component {
       (req, res) => void this.dispatch(req, res),
     );
     server.timeout = this.opts.idleTimeoutMs ?? 10_000;
-    server.maxConnections = this.opts.maxConnections ?? 64;
+    const soft = this.opts.maxConnections ?? 64;
+    // A client sends its request right after connecting; one silent for half a second may give
+    // way to a new connection when the table is full.
+    const admission = new Admission({ soft, hard: soft * 4, perClient: Math.max(8, soft), silentGraceMs: 500,
+      now: () => this.opts.clock.monotonic(),
+      onEvict: (remote, use) => this.refusals.note('http', 'evicted', `connection closed to make room (${use}): more than ${soft} connections open (http.maxConnections)`, { remote }),
+    });
+    this.admission = admission;
+    server.on('connection', (socket: Socket) => {
+      if (admission.admit(socket)) return;
+      socket.destroy();
+      this.refusals.note('http', 'dropped', `connection refused: ${admission.size} connections open, all of them busy`, { remote: socket.remoteAddress });
+    });
     server.on('clientError', (err, socket) => {
       const timedOut = errorCode(err) === 'ERR_HTTP_REQUEST_TIMEOUT';
       const status = timedOut ? '408 Request Timeout' : '400 Bad Request';
@@ -78,9 +100,6 @@ export class HttpListener implements Component {
         remote: (socket as { remoteAddress?: string }).remoteAddress,
         err: errorMessage(err),
       });
-    });
-    server.on('drop', (data) => {
-      this.refusals.note('http', 'dropped', `connection refused: ${server.maxConnections} connections already open (http.maxConnections)`, { remote: data?.remoteAddress });
     });
     await new Promise<void>((resolve, reject) => {
       server.once('error', (err) => {
@@ -111,6 +130,11 @@ export class HttpListener implements Component {
     clearTimeout(force);
   }
 
+  /** Connections open now. */
+  openConnections(): number {
+    return this.admission?.size ?? 0;
+  }
+
   address(): { host: string; port: number } {
     const a = this.server?.address() as AddressInfo | null | undefined;
     return { host: a?.address ?? this.opts.host, port: a?.port ?? this.opts.port };
@@ -124,6 +148,7 @@ export class HttpListener implements Component {
       if (!match) continue;
       pathMatched = true;
       if (r.method !== req.method) continue;
+      if (!this.admitRequest(req, res, r.routeClass)) return;
       try {
         await r.handler(req, res, typeof r.path === 'string' ? null : match);
       } catch (err) {
@@ -133,7 +158,30 @@ export class HttpListener implements Component {
       return;
     }
     req.resume();
+    if (!this.admitRequest(req, res, 'other')) return;
     if (pathMatched) sendJson(res, 405, { error: 'method not allowed' });
     else sendJson(res, 404, { error: 'not found' });
+  }
+
+  /**
+   * Marks what the connection is doing, and sheds what can wait: anything but the webhook while
+   * connections are short. A shed request gets 503 with Retry-After and its connection is
+   * closed, which frees the slot.
+   */
+  private admitRequest(req: IncomingMessage, res: ServerResponse, routeClass: RouteClass): boolean {
+    const admission = this.admission;
+    if (!admission) return true;
+    // Webhooks are bounded by the connection table alone (a body is 64 KiB at most): every one
+    // that got a connection is served.
+    const shed = routeClass !== 'webhook' && admission.overSoft;
+    if (shed) {
+      req.resume();
+      sendJson(res, 503, { error: 'busy: try again shortly' }, { 'retry-after': '5', connection: 'close' });
+      this.refusals.note('http', '503', 'request shed while connections are short', { remote: req.socket.remoteAddress, path: (req.url ?? '').slice(0, 64) });
+      return false;
+    }
+    admission.mark(req.socket, routeClass);
+    res.once('finish', () => admission.mark(req.socket, 'idle'));
+    return true;
   }
 }
