@@ -33,7 +33,17 @@ export interface StatusPageDeps extends StatusSources {
 
 interface Viewer {
   res: ServerResponse;
+  remote: string;
+  /** Ends the stream for good (a slow reader, its lifetime, the page stopping). */
+  close: () => void;
 }
+
+/** Viewers from one address at once: a phone, a tablet, a second tab. */
+const MAX_VIEWERS_PER_CLIENT = 4;
+/** A stream ends after this; the browser's EventSource reconnects by itself (retry: 2000). */
+const STREAM_LIFETIME_MS = 10 * 60_000;
+/** Unsent bytes a viewer may fall behind by before it is dropped (a reader that does not read). */
+const MAX_VIEWER_BACKLOG_BYTES = 256 * 1024;
 
 /**
  * The local status page (GET /): chairs with status, remaining time, what their LED shows and
@@ -61,7 +71,7 @@ export class StatusPage implements Component {
   routes(http: HttpListener): void {
     http.route('GET', '/', (_req, res) => sendText(res, 200, STATUS_PAGE_HTML, 'text/html; charset=utf-8'));
     http.route('GET', '/api/status', (_req, res) => sendJson(res, 200, this.snapshot()));
-    http.route('GET', '/events', (req, res) => this.subscribe(req, res));
+    http.route('GET', '/events', (req, res) => this.subscribe(req, res), 'stream');
     http.route('POST', /^\/api\/chairs\/([^/]+)\/start$/, (req, res) => this.startChair(req, res));
     http.route('POST', '/api/leds/walk', (req, res) => this.walk(req, res));
   }
@@ -90,7 +100,7 @@ export class StatusPage implements Component {
     outbox.on('delivered', this.onHealth);
     health.on('change', this.onHealth);
     this.heartbeat = this.deps.clock.setInterval(() => {
-      for (const v of this.viewers) v.res.write(': keep-alive\n\n');
+      for (const v of this.viewers) this.send(v, ': keep-alive\n\n');
     }, HEARTBEAT_MS);
   }
 
@@ -109,7 +119,7 @@ export class StatusPage implements Component {
     this.heartbeat = this.pushTimer = this.walkTimer = null;
     this.walking = false;
     this.lastState.clear();
-    for (const v of this.viewers) v.res.end();
+    for (const v of [...this.viewers]) v.close();
     this.viewers.clear();
   }
 
@@ -124,7 +134,7 @@ export class StatusPage implements Component {
     this.pushTimer = this.deps.clock.setTimeout(() => {
       this.pushTimer = null;
       const data = `event: snapshot\ndata: ${JSON.stringify(this.snapshot())}\n\n`;
-      for (const v of this.viewers) v.res.write(data);
+      for (const v of [...this.viewers]) this.send(v, data);
     }, PUSH_EVERY_MS);
   }
 
@@ -161,15 +171,50 @@ export class StatusPage implements Component {
     };
   }
 
+  /**
+   * Writes to a viewer unless it has fallen behind: a reader that does not read would otherwise
+   * keep every snapshot in memory. Such a viewer is dropped (its browser reconnects when it reads
+   * again).
+   */
+  private send(v: Viewer, data: string): void {
+    if (v.res.writableLength > MAX_VIEWER_BACKLOG_BYTES) {
+      this.deps.logger.debug({ remote: v.remote }, 'status page viewer not reading; dropped');
+      v.close();
+      return;
+    }
+    v.res.write(data);
+  }
+
   private subscribe(req: IncomingMessage, res: ServerResponse): void {
+    const remote = req.socket.remoteAddress ?? '?';
     if (this.viewers.size >= MAX_VIEWERS) return sendJson(res, 503, { error: `at most ${MAX_VIEWERS} viewers at once` }, { 'retry-after': '30' });
-    // A stream is quiet between changes: the listener's idle timeout must not cut it.
+    if ([...this.viewers].filter((v) => v.remote === remote).length >= MAX_VIEWERS_PER_CLIENT) {
+      return sendJson(res, 503, { error: `at most ${MAX_VIEWERS_PER_CLIENT} viewers from one address` }, { 'retry-after': '30' });
+    }
+    // A stream is quiet between changes: the listener's idle timeout must not cut it (the
+    // heartbeat and the lifetime below bound it instead).
     req.socket.setTimeout(0);
     res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-store', connection: 'keep-alive' });
-    const viewer: Viewer = { res };
+    let lifetime: { cancel(): void } | null = null;
+    const viewer: Viewer = {
+      res,
+      remote,
+      close: () => {
+        lifetime?.cancel();
+        this.viewers.delete(viewer);
+        res.destroy();
+      },
+    };
     this.viewers.add(viewer);
+    lifetime = this.deps.clock.setTimeout(() => {
+      this.viewers.delete(viewer);
+      res.end();
+    }, STREAM_LIFETIME_MS);
     res.write(`retry: 2000\nevent: snapshot\ndata: ${JSON.stringify(this.snapshot())}\n\n`);
-    const drop = (): void => void this.viewers.delete(viewer);
+    const drop = (): void => {
+      lifetime?.cancel();
+      this.viewers.delete(viewer);
+    };
     req.on('close', drop);
     res.on('error', drop);
   }
