@@ -115,14 +115,14 @@ describe('HTTP clients that could starve the webhook', () => {
       sockets.push(s);
       closed.push(new Promise((resolve) => s.once('close', () => resolve())));
     }
-    await Promise.all(closed); // every one is closed by the agent: over the cap at once, the rest when idle
+    await Promise.all(closed); // every one is closed by the agent: the oldest to make room past 4x the cap, the rest when idle
     const body = JSON.stringify({ TransactionId: 'after-silence', Status: 'playing', DeviceId: 'MC7001' });
     const res = await fetch(`${rig.base}/vendor/webhook`, { method: 'POST', headers: { 'x-vendor-signature': signBody(body, TEST_SECRET) }, body });
     expect(res.status).toBe(200);
-    const dropped = rig.lines.filter((l) => l['what'] === 'http' && l['status'] === 'dropped');
-    expect(dropped.length).toBe(1); // the first one is logged; the rest are summed up later
+    const evicted = rig.lines.filter((l) => l['what'] === 'http' && l['status'] === 'evicted');
+    expect(evicted.length).toBe(1); // the first one is logged; the rest are summed up later
     const metrics = await (await fetch(`${rig.base}/metrics`)).text();
-    expect(Number(/^chair_agent_refused_requests_total\{what="http",status="dropped"\} (\d+)$/m.exec(metrics)?.[1])).toBeGreaterThanOrEqual(84);
+    expect(Number(/^chair_agent_refused_requests_total\{what="http",status="evicted"\} (\d+)$/m.exec(metrics)?.[1])).toBeGreaterThanOrEqual(36);
   });
 
   it('2000 bad signatures make one log line, then a summary, and are all counted', async () => {
@@ -143,5 +143,80 @@ describe('HTTP clients that could starve the webhook', () => {
     expect((summary?.['refused'] as Record<string, number>)['webhook 401']).toBe(1999);
     const metrics = await (await fetch(`${rig.base}/metrics`)).text();
     expect(metrics).toMatch(/^chair_agent_refused_requests_total\{what="webhook",status="401"\} 2000$/m);
+  });
+});
+
+/** A signed webhook on its own connection, as the vendor sends it: its status, or "reset". */
+async function vendorWebhook(port: number, id: string): Promise<number | 'reset'> {
+  const body = JSON.stringify({ TransactionId: id, Status: 'playing', DeviceId: 'MC7001' });
+  return new Promise((resolve) => {
+    const s = connect(port, '127.0.0.1');
+    let text = '';
+    s.on('data', (d: Buffer) => (text += d.toString()));
+    s.on('error', () => resolve('reset'));
+    s.on('close', () => resolve(text === '' ? 'reset' : Number(/^HTTP\/1\.1 (\d+)/.exec(text)?.[1] ?? 0)));
+    s.write(`POST /vendor/webhook HTTP/1.1\r\nhost: x\r\nconnection: close\r\ncontent-type: application/json\r\nx-vendor-signature: ${signBody(body, TEST_SECRET)}\r\ncontent-length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
+  });
+}
+
+describe('the webhook always gets a connection', () => {
+  let rig: Rig;
+  beforeAll(async () => {
+    rig = await startRig({ site: 'slots', sections: { http: { idleTimeoutSeconds: 3, maxConnections: 16 } } });
+  });
+  afterAll(() => rig.close());
+
+  it('200 genuine webhooks at once with the default 64 connections: every one answered 200, none reset', async () => {
+    const wide = await startRig({ site: 'burst' });
+    try {
+      const port = wide.agent.http.address().port;
+      const answers = await Promise.all(Array.from({ length: 200 }, (_, i) => vendorWebhook(port, `burst-${i}`)));
+      expect(answers.filter((a) => a !== 200)).toEqual([]);
+    } finally {
+      await wide.close();
+    }
+  });
+
+  it('a client holding 70 silent sockets, reopening each as it closes: every webhook answered', async () => {
+    const port = rig.agent.http.address().port;
+    let holding = true;
+    const hold = (): void => {
+      const s = connect(port, '127.0.0.1');
+      s.on('error', () => undefined);
+      s.on('close', () => {
+        if (holding) hold();
+      });
+    };
+    for (let i = 0; i < 70; i++) hold();
+    try {
+      // Let them age past the half second a new connection gets to send its request.
+      await waitFor(() => rig.agent.http.openConnections() >= 60, 'the silent sockets open');
+      const answers: (number | 'reset')[] = [];
+      for (let i = 0; i < 30; i++) answers.push(await vendorWebhook(port, `held-${i}`));
+      expect(answers.filter((a) => a !== 200)).toEqual([]);
+    } finally {
+      holding = false;
+    }
+  });
+
+  it('300 status-page streams at once: webhooks are still answered, other requests get 503 with Retry-After', async () => {
+    const port = rig.agent.http.address().port;
+    const viewers: Socket[] = [];
+    for (let i = 0; i < 300; i++) {
+      const s = connect(port, '127.0.0.1');
+      s.on('error', () => undefined);
+      s.write('GET /events HTTP/1.1\r\nhost: x\r\n\r\n');
+      viewers.push(s);
+    }
+    try {
+      const answers = await Promise.all(Array.from({ length: 20 }, (_, i) => vendorWebhook(port, `streams-${i}`)));
+      expect(answers.filter((a) => a !== 200)).toEqual([]);
+      const page = await fetch(`${rig.base}/api/status`);
+      await page.body?.cancel();
+      expect([200, 503]).toContain(page.status);
+      if (page.status === 503) expect(page.headers.get('retry-after')).toBe('5');
+    } finally {
+      for (const s of viewers) s.destroy();
+    }
   });
 });
