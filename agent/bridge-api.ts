@@ -38,7 +38,41 @@ function only(params: Record<string, unknown>, allowed: readonly string[]): void
 }
 
 /** The requests of the bridge request API (README, Bridge requests), by name. */
+/** Resends that may wait behind the one under way. */
+const MAX_RESENDS_WAITING = 4;
+/** Records read from the database at once during a resend. */
+const RESEND_PAGE = 500;
+
 export function bridgeApiHandlers(d: BridgeApiDeps): Record<string, RequestHandler> {
+  /** The last resend in line, and how many are in line (the one under way included). */
+  const resends = { last: Promise.resolve() as Promise<unknown>, queued: 0 };
+
+  /** Publishes a range again, page by page, 20 in flight at a time: memory stays one page. */
+  const resendRange = async (range: RecordRange, limit: number): Promise<Record<string, unknown>> => {
+    let sent = 0;
+    let firstSeq: number | null = null;
+    let lastSeq: number | null = null;
+    let next = range;
+    while (sent < limit) {
+      const page = d.outbox.range(next, Math.min(RESEND_PAGE, limit - sent));
+      if (page.length === 0) break;
+      // In windows of 20, each waiting for its PUBACKs: the broker's Receive Maximum is honoured.
+      for (let i = 0; i < page.length; i += 20) {
+        if (!d.broker.connected) throw new RequestError('broker_disconnected', `the broker went away after ${sent + i} record(s); ask again from fromSeq ${page[i]?.seq ?? ''}`);
+        await Promise.all(
+          page.slice(i, i + 20).map((rec) => d.broker.publish(d.topics.transaction(rec.deviceId), transactionPayload(rec, d.config.site.id, d.config.site.timezone), { qos: 1 })),
+        );
+      }
+      sent += page.length;
+      firstSeq ??= page[0]?.seq ?? null;
+      lastSeq = page.at(-1)?.seq ?? lastSeq;
+      if (page.length < RESEND_PAGE) break;
+      next = { ...range, fromSeq: (lastSeq ?? 0) + 1 };
+    }
+    d.logger.info({ records: sent, ...range }, 'records published again on request');
+    return { records: sent, firstSeq, lastSeq, more: sent === limit };
+  };
+
   return {
     health_check: (p) => {
       only(p, []);
@@ -73,20 +107,20 @@ export function bridgeApiHandlers(d: BridgeApiDeps): Record<string, RequestHandl
       const limit = integer(p['limit'], 'limit') ?? MAX_RESEND;
       if (limit < 1 || limit > MAX_RESEND) throw new RequestError('invalid_parameter', `limit must be 1 to ${MAX_RESEND}`);
       if (!d.broker.connected) throw new RequestError('broker_disconnected', 'not connected to the broker');
-      const records = d.outbox.range(range, limit);
-      // In windows of 20, each waiting for its PUBACKs: the broker's Receive Maximum is honoured.
-      for (let i = 0; i < records.length; i += 20) {
-        await Promise.all(
-          records.slice(i, i + 20).map((rec) => d.broker.publish(d.topics.transaction(rec.deviceId), transactionPayload(rec, d.config.site.id, d.config.site.timezone), { qos: 1 })),
-        );
+      // One resend at a time for the whole agent, a few more waiting, the rest refused: twenty at
+      // once were twenty times 10,000 records in memory (469 MiB against MemoryMax=300M).
+      if (resends.queued > MAX_RESENDS_WAITING) throw new RequestError('busy', `a resend is under way and ${MAX_RESENDS_WAITING} are waiting; ask again when one has answered`);
+      resends.queued += 1;
+      const turn = resends.last.then(() => resendRange(range, limit));
+      resends.last = turn.then(
+        () => undefined,
+        () => undefined,
+      );
+      try {
+        return await turn;
+      } finally {
+        resends.queued -= 1;
       }
-      d.logger.info({ records: records.length, ...range }, 'records published again on request');
-      return {
-        records: records.length,
-        firstSeq: records[0]?.seq ?? null,
-        lastSeq: records.at(-1)?.seq ?? null,
-        more: records.length === limit,
-      };
     },
     log_level: (p) => {
       only(p, ['level']);
