@@ -37,13 +37,39 @@ describe('the /metrics text', () => {
     expect(first).toMatch(/^process_cpu_seconds_total [\d.e-]+$/m);
     expect(first).toMatch(/^nodejs_version_info\{version="v\d+\.\d+\.\d+",major="\d+",minor="\d+",patch="\d+"\} 1$/m);
     expect(first).not.toMatch(/^nodejs_eventloop_lag_max_seconds /m);
-    // The sampler's first sample comes after its 1 s resolution.
+    // The sampler's first sample comes after its first period.
     let text = '';
     for (let tries = 0; tries < 50 && !/^nodejs_eventloop_lag_max_seconds /m.test(text); tries++) {
       await new Promise((r) => setTimeout(r, 100));
       text = await m.text();
     }
     expect(text).toMatch(/^nodejs_eventloop_lag_max_seconds [\d.e-]+$/m);
+    m.close();
+  });
+
+  it('reads lag as lag: about 0 on an idle loop, the block on a blocked one', async () => {
+    const m = new Metrics();
+    await m.text();
+    const read = (text: string, name: string): number => Number(new RegExp(`^${name} ([\\d.e-]+)$`, 'm').exec(text)?.[1] ?? Number.NaN);
+    let text = '';
+    for (let tries = 0; tries < 50 && !/^nodejs_eventloop_lag_p99_seconds /m.test(text); tries++) {
+      await new Promise((r) => setTimeout(r, 100));
+      text = await m.text();
+    }
+    // An idle loop: a lag alert at 0.1 s must not fire (the sampling period is not lag).
+    await new Promise((r) => setTimeout(r, 200));
+    text = await m.text();
+    expect(read(text, 'nodejs_eventloop_lag_p99_seconds')).toBeLessThan(0.1);
+    // A loop blocked for 300 ms shows it (the block starts after the sampler's first tick since
+    // the scrape: the histogram's reset forgets the interval under way).
+    await new Promise((r) => setTimeout(r, 50));
+    const until = Date.now() + 300;
+    while (Date.now() < until) {
+      // busy: the event loop cannot run
+    }
+    await new Promise((r) => setTimeout(r, 100));
+    text = await m.text();
+    expect(read(text, 'nodejs_eventloop_lag_max_seconds')).toBeGreaterThan(0.2);
     m.close();
   });
 });
