@@ -318,7 +318,7 @@ export function build(config: Config, deps: AgentDeps): Agent {
     metrics,
   });
   const indicators = new Indicators({ leds, registry, starts, health, chairs: config.gpio.chairs.map((c) => c.deviceId) });
-  const statusPage = new StatusPage({ ...sources, starts, leds, indicators, logger: child('status-page') });
+  const statusPage = new StatusPage({ ...sources, starts, leds, indicators, logger: child('status-page'), httpRefusals: http.refusals });
   statusPage.routes(http);
   const gpioComponent: Component = {
     name: 'gpio',

@@ -1,4 +1,3 @@
-import { createHash, timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { backlogFigures, type StatusSources } from '../agent-status.js';
 import type { Clock, Timer } from '../clock.js';
@@ -12,6 +11,8 @@ import type { Logger } from '../logger.js';
 import type { StartOutcome, StartService } from '../start/start-service.js';
 import { agentVersion } from '../version.js';
 import { sendJson, sendText } from './body.js';
+import { AdminGuard } from './admin-guard.js';
+import type { RefusalLog } from './refusal-log.js';
 import type { HttpListener } from './listener.js';
 import { STATUS_PAGE_HTML } from './status-page-html.js';
 
@@ -24,11 +25,24 @@ const PUSH_EVERY_MS = 250;
 const HEARTBEAT_MS = 15_000;
 const LED_WALK_MS = 800;
 
+/**
+ * The page is self-contained (inline style and script, no other origin): nothing else may load,
+ * and no other site may frame it (a click on Start under someone else's page).
+ */
+const PAGE_HEADERS = {
+  'content-security-policy': "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+  'x-frame-options': 'DENY',
+  'x-content-type-options': 'nosniff',
+  'referrer-policy': 'no-referrer',
+};
+
 export interface StatusPageDeps extends StatusSources {
   starts: StartService;
   leds: LedController;
   indicators: Indicators;
   logger: Logger;
+  /** The listener's refusal log: admin-token refusals are summed up with the others. */
+  httpRefusals: RefusalLog;
 }
 
 interface Viewer {
@@ -60,16 +74,15 @@ export class StatusPage implements Component {
   private heartbeat: Timer | null = null;
   private walking = false;
   private walkTimer: Timer | null = null;
-  private readonly tokenDigest: Buffer | null;
+  private readonly admin: AdminGuard;
 
   constructor(private readonly deps: StatusPageDeps) {
-    const token = deps.config.http.adminToken;
-    this.tokenDigest = token ? createHash('sha256').update(token).digest() : null;
+    this.admin = new AdminGuard(deps.config.http.adminToken, () => deps.clock.monotonic());
   }
 
   /** The page's routes; registered once, served while the listener runs. */
   routes(http: HttpListener): void {
-    http.route('GET', '/', (_req, res) => sendText(res, 200, STATUS_PAGE_HTML, 'text/html; charset=utf-8'));
+    http.route('GET', '/', (_req, res) => sendText(res, 200, STATUS_PAGE_HTML, 'text/html; charset=utf-8', PAGE_HEADERS));
     http.route('GET', '/api/status', (_req, res) => sendJson(res, 200, this.snapshot()));
     http.route('GET', '/events', (req, res) => this.subscribe(req, res), 'stream');
     http.route('POST', /^\/api\/chairs\/([^/]+)\/start$/, (req, res) => this.startChair(req, res));
@@ -167,7 +180,7 @@ export class StatusPage implements Component {
       backlog: backlogFigures(this.deps),
       chairs,
       events: [...this.events].reverse(),
-      admin: this.tokenDigest !== null,
+      admin: this.admin.configured,
     };
   }
 
@@ -219,20 +232,26 @@ export class StatusPage implements Component {
     res.on('error', drop);
   }
 
-  /** 403 when no token is configured (read-only page), 401 when it is missing or wrong. */
+  /**
+   * 403 when no token is configured (read-only page), 401 when it is missing or wrong, 429 when
+   * this address guessed wrong too often. Refusals are summed up like bad webhook signatures
+   * (one line, then a summary a minute); the path is logged without its query string, so no
+   * part of a token put in a URL reaches a log line.
+   */
   private authorised(req: IncomingMessage, res: ServerResponse): boolean {
-    if (!this.tokenDigest) {
+    const verdict = this.admin.check(req);
+    if (verdict.ok) return true;
+    const path = (req.url ?? '').split('?')[0]?.slice(0, 100);
+    if (verdict.status === 403) {
       sendJson(res, 403, { error: 'read-only: set http.adminToken to allow actions from this page' });
-      return false;
-    }
-    const header = req.headers.authorization ?? '';
-    const given = header.startsWith('Bearer ') ? header.slice(7) : '';
-    const ok = given.length > 0 && given.length <= 512 && timingSafeEqual(createHash('sha256').update(given).digest(), this.tokenDigest);
-    if (!ok) {
-      this.deps.logger.warn({ remote: req.socket.remoteAddress, path: req.url?.slice(0, 100) }, 'status page action without a valid admin token; refused');
+    } else if (verdict.status === 429) {
+      this.deps.httpRefusals.note('admin', '429', 'status page action refused: too many wrong admin tokens from this address', { remote: req.socket.remoteAddress, path });
+      sendJson(res, 429, { error: 'too many wrong tokens: try again later' }, { 'retry-after': String(verdict.retryAfterSeconds ?? 60) });
+    } else {
+      this.deps.httpRefusals.note('admin', '401', 'status page action without a valid admin token; refused', { remote: req.socket.remoteAddress, path });
       sendJson(res, 401, { error: 'a valid admin token is required' }, { 'www-authenticate': 'Bearer' });
     }
-    return ok;
+    return false;
   }
 
   private async startChair(req: IncomingMessage, res: ServerResponse): Promise<void> {

@@ -220,3 +220,42 @@ describe('the webhook always gets a connection', () => {
     }
   });
 });
+
+describe('an admin-token guesser', () => {
+  let rig: Rig;
+  const TOKEN = 'the-real-admin-token-0042';
+  beforeAll(async () => {
+    rig = await startRig({ site: 'guess', sections: { http: { adminToken: TOKEN } } });
+  });
+  afterAll(() => rig.close());
+
+  const walk = async (token: string, query = ''): Promise<Response> => {
+    const res = await fetch(`${rig.base}/api/leds/walk${query}`, { method: 'POST', headers: { authorization: `Bearer ${token}` } });
+    await res.body?.cancel();
+    return res;
+  };
+
+  it('gets 10 tries a minute, then 429 with Retry-After even with the right token; two log lines in all', async () => {
+    const before = rig.lines.length;
+    const secretInUrl = 'abcdefghijklmnopqrstuvwxyz01';
+    const statuses: number[] = [];
+    for (let i = 0; i < 30; i++) statuses.push((await walk(`guess-${i}`, i === 0 ? `?token=${secretInUrl}` : '')).status);
+    expect(statuses.slice(0, 10)).toEqual(Array(10).fill(401));
+    expect(statuses.slice(10)).toEqual(Array(20).fill(429));
+    const right = await walk(TOKEN);
+    expect(right.status).toBe(429);
+    expect(Number(right.headers.get('retry-after'))).toBeGreaterThan(0);
+    const logged = rig.lines.slice(before).filter((l) => l['what'] === 'admin');
+    expect(logged.map((l) => l['status'])).toEqual(['401', '429']);
+    // No part of a token put in a URL reaches a log line.
+    expect(JSON.stringify(rig.lines.slice(before))).not.toContain(secretInUrl.slice(0, 8));
+  });
+
+  it('serves the page with a CSP that forbids framing and sniffing', async () => {
+    const res = await fetch(`${rig.base}/`);
+    await res.body?.cancel();
+    expect(res.headers.get('content-security-policy')).toContain("frame-ancestors 'none'");
+    expect(res.headers.get('x-frame-options')).toBe('DENY');
+    expect(res.headers.get('x-content-type-options')).toBe('nosniff');
+  });
+});
