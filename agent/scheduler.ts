@@ -17,14 +17,17 @@ export interface Scheduler {
 const LOOK_AGAIN_MS = 60_000;
 /** Two runs of one job are never closer than this, whatever the wall clock does. */
 const MIN_GAP_MS = 1_000;
+/** The wall clock behind the last match by more than this was set back (a timer only fires early by ms). */
+const STEP_BACK_MS = 2_000;
 
 /**
  * Cron expressions on a clock that jumps. The next match is read off the wall clock (cron is wall
  * time, in the site's zone), but the wait is a monotonic timer, cut at a minute to look again:
  * - a forward jump (NTP after a boot on a stale clock) runs the job once, not once per missed match
  *   (node-cron v4 warns for each: thousands of lines in a millisecond);
- * - a backward jump does not stall it for the length of the jump, and the match already run is not
- *   run again;
+ * - a backward jump does not stall it for the length of the jump: the schedule follows the wall
+ *   clock as it now reads (a sync period stays a period; the sync reads the vendor's clock anyway),
+ *   and no match runs twice within a second;
  * - a run still under way when the next match comes is not overlapped.
  */
 export function monotonicScheduler(timeZone: string, clock: Clock, logger: Logger): Scheduler {
@@ -43,6 +46,9 @@ export function monotonicScheduler(timeZone: string, clock: Clock, logger: Logge
       const plan = (): void => {
         if (stopped) return;
         const now = clock.now();
+        // Set back (NTP correcting a clock that ran ahead, an operator): what was last run lies in
+        // this clock's future, and waiting for it would stall the job for the length of the step.
+        if (now < last - STEP_BACK_MS) last = now;
         const next = nextInstant(matcher, Math.max(now, last), offsetAt);
         const wait = next - now;
         const full = wait <= LOOK_AGAIN_MS;

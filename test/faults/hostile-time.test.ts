@@ -83,6 +83,29 @@ describeWith('mosquitto', 'the transaction sync follows the vendor clock, not th
     }
   });
 
+  it('a wall clock set back 3 hours while the scheduled sync runs: the next sync within a period, every listed record stored', async () => {
+    const offset = { ms: 0 };
+    // Every 2 s: the scheduler, not a hand-run sync, is what a step back could stall.
+    const s = await site(sim, 'back-3h', skewedClock(offset), { syncSchedule: '*/2 * * * * *' });
+    try {
+      // Each finished sync sets lastSyncAt: count the distinct ones.
+      const seen = new Set<number>();
+      const runs = (): number => {
+        const at = s.agent.health.lastSyncAt;
+        if (at !== null) seen.add(at);
+        return seen.size;
+      };
+      await waitFor(() => runs() > 0, 'a first scheduled sync');
+      offset.ms = -3 * 3_600_000;
+      const atStep = runs();
+      const later = listedOnly(sim, 5);
+      await waitFor(() => runs() >= atStep + 2, 'two more scheduled syncs after the step', 10_000);
+      await waitFor(() => stored(s.agent, later), 'the records only the list has');
+    } finally {
+      await s.stop();
+    }
+  });
+
   it('a wall clock set back 3 minutes (overlap 1 min) loses nothing and does not stop the sync', async () => {
     const offset = { ms: 0 };
     const s = await site(sim, 'back', skewedClock(offset), { overlapMinutes: 1 });

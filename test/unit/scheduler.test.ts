@@ -43,6 +43,24 @@ describe('the scheduler on a clock that jumps', () => {
     job.stop();
   });
 
+  for (const [step, label] of [
+    [3 * 60_000, '3 minutes'],
+    [3 * 3_600_000, '3 hours'],
+  ] as const) {
+    it(`a backward step of ${label} after a run: the next run is within one period, and it keeps its period`, async () => {
+      const { clock, runs, job } = setup();
+      await clock.advance(25_000); // the run at 05:00:30
+      expect(runs).toHaveLength(1);
+      clock.jump(-step);
+      await clock.advance(30_000);
+      expect(runs).toHaveLength(2);
+      await clock.advance(60_000);
+      expect(runs).toHaveLength(4);
+      expect(new Set(runs).size).toBe(runs.length);
+      job.stop();
+    });
+  }
+
   it('never runs over a run still under way', async () => {
     const { clock, runs, job, setHold } = setup();
     let release: () => void = () => undefined;
