@@ -149,6 +149,7 @@ export function startServiceFor(config: Config, deps: { vendor: VendorApi; regis
     minutesFor: minutesFor(config),
     confirmTimeoutMs: config.start.confirmTimeoutSeconds * 1000,
     confirmIntervalMs: config.start.confirmIntervalSeconds * 1000,
+    unknownHoldMs: config.start.unknownHoldSeconds * 1000,
   });
 }
 

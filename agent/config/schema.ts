@@ -186,6 +186,12 @@ const start = z.strictObject({
   maxMinutes: z.number().int().min(1).default(60),
   confirmTimeoutSeconds: positive.max(300).default(20).describe('How long to wait for the chair to report running'),
   confirmIntervalSeconds: positive.max(30).default(1),
+  unknownHoldSeconds: z
+    .number()
+    .min(0)
+    .max(3600)
+    .default(120)
+    .describe('After a start whose outcome is unknown, how long further starts of that chair are refused unless the vendor lists it idle or running first'),
 });
 
 const log = z.strictObject({

@@ -12,6 +12,8 @@ export interface ChairView {
 export interface RegistryEvents {
   state: [ChairState];
   availability: [deviceId: string, online: boolean];
+  /** A successful chair list was applied (every chair in it read afresh). */
+  listed: [];
 }
 
 export interface RegistryOptions extends StateOptions {
@@ -50,6 +52,7 @@ export class ChairRegistry extends EventEmitter<RegistryEvents> {
       this.apply(reading);
     }
     this.refreshAvailability(now);
+    this.emit('listed');
   }
 
   /**

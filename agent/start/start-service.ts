@@ -1,5 +1,5 @@
 import { EventEmitter } from 'node:events';
-import { within, type Clock } from '../clock.js';
+import { within, type Clock, type Timer } from '../clock.js';
 import type { Logger } from '../logger.js';
 import type { Metrics } from '../metrics.js';
 import { errorMessage } from '../errors.js';
@@ -46,6 +46,8 @@ export interface StartServiceDeps {
   minutesFor: (deviceId: string) => number;
   confirmTimeoutMs: number;
   confirmIntervalMs: number;
+  /** After an unknown outcome, how long further starts of the chair are refused (unless it is listed idle or running). */
+  unknownHoldMs?: number;
   /** How long stop() waits for a start under way. */
   drainMs?: number;
 }
@@ -59,6 +61,21 @@ export interface StartServiceDeps {
 export class StartService extends EventEmitter<StartEvents> implements Component {
   readonly name = 'starts';
   private readonly inFlight = new Map<string, Promise<StartOutcome>>();
+  /**
+   * Chairs whose last start has an unknown outcome (the vendor may yet report it running): no
+   * control call for them until a chair list shows them idle or running, or the hold runs out,
+   * so a POS that retries after its own timeout cannot start a chair twice.
+   */
+  private readonly unsettled = new Map<string, Timer>();
+  private readonly onListed = (): void => {
+    for (const [id, timer] of this.unsettled) {
+      const state = this.deps.registry.view(id)?.state;
+      if (!state || (!state.running && !state.startable)) continue;
+      timer.cancel();
+      this.unsettled.delete(id);
+      this.deps.logger.info({ deviceId: id, running: state.running }, `the vendor lists the chair ${state.running ? 'running' : 'idle'}: its earlier start is settled`);
+    }
+  };
   private stopping = false;
   /** Aborts the vendor calls of starts still under way when the drain time runs out. */
   private abort = new AbortController();
@@ -70,11 +87,15 @@ export class StartService extends EventEmitter<StartEvents> implements Component
   start(): void {
     this.stopping = false;
     this.abort = new AbortController();
+    this.deps.registry.on('listed', this.onListed);
   }
 
   /** Refuses new starts and lets those under way finish (bounded). */
   async stop(): Promise<void> {
     this.stopping = true;
+    this.deps.registry.off('listed', this.onListed);
+    for (const timer of this.unsettled.values()) timer.cancel();
+    this.unsettled.clear();
     if (this.inFlight.size === 0) return;
     this.deps.logger.info({ chairs: [...this.inFlight.keys()] }, 'waiting for starts under way');
     const drained = await within(this.deps.clock, Promise.allSettled(this.inFlight.values()), this.deps.drainMs ?? 4_000);
@@ -89,7 +110,7 @@ export class StartService extends EventEmitter<StartEvents> implements Component
   async startChair(deviceId: string, request: StartRequest): Promise<StartOutcome> {
     const log = this.deps.logger.child({ deviceId, source: request.source });
     if (this.stopping) return this.refused(log, request, deviceId, 'stopping', 'the agent is stopping');
-    const refusal = checkStart(this.deps.registry.view(deviceId), this.inFlight.has(deviceId));
+    const refusal = checkStart(this.deps.registry.view(deviceId), this.inFlight.has(deviceId), this.unsettled.has(deviceId));
     if (refusal) return this.refused(log, request, deviceId, refusal, REFUSAL_TEXT[refusal]);
     const minutes = request.minutes ?? this.deps.minutesFor(deviceId);
     const run = this.run(deviceId, minutes, log);
@@ -104,9 +125,25 @@ export class StartService extends EventEmitter<StartEvents> implements Component
     }
     this.deps.metrics?.starts.inc({ source: request.source, outcome: outcome.ok ? 'ok' : outcome.error });
     if (outcome.ok) log.info({ minutes: outcome.minutes }, 'chair started');
-    else log.warn({ error: outcome.error, reason: outcome.message }, 'chair start failed');
+    else if (outcome.error === 'not_confirmed') {
+      this.holdUnsettled(deviceId, log);
+      log.warn({ error: outcome.error, reason: outcome.message }, 'chair start outcome unknown');
+    } else log.warn({ error: outcome.error, reason: outcome.message }, 'chair start failed');
     this.emit('finished', outcome, request);
     return outcome;
+  }
+
+  private holdUnsettled(deviceId: string, log: Logger): void {
+    const holdMs = this.deps.unknownHoldMs ?? 120_000;
+    if (holdMs <= 0 || this.stopping) return;
+    this.unsettled.get(deviceId)?.cancel();
+    this.unsettled.set(
+      deviceId,
+      this.deps.clock.setTimeout(() => {
+        this.unsettled.delete(deviceId);
+        log.info({ holdSeconds: holdMs / 1000 }, 'the earlier start of this chair is still unknown after the hold; starts are allowed again');
+      }, holdMs),
+    );
   }
 
   /** A start the rules refused: no control call was made. */
@@ -176,14 +213,14 @@ export class StartService extends EventEmitter<StartEvents> implements Component
         ok: false,
         deviceId,
         error: cause.code === 'VENDOR_TIMEOUT' ? 'vendor_timeout' : 'vendor_unreachable',
-        message: `${cause.message}; the chair still reads idle after ${seconds} s: it did not start`,
+        message: `${cause.message}; the chair still reads idle after ${seconds} s, so it most likely did not start`,
       };
     }
     return {
       ok: false,
       deviceId,
       error: 'not_confirmed',
-      message: `${cause.message}; the vendor may have started the chair, but it has not reported running (nor idle) within ${seconds} s: check it before starting it again`,
+      message: `${cause.message}; the vendor may have started the chair, but it has not reported running (nor idle) within ${seconds} s: no new start of it until the vendor lists it idle or running`,
     };
   }
 
@@ -198,7 +235,7 @@ export class StartService extends EventEmitter<StartEvents> implements Component
       if (this.abort.signal.aborted) return { ok: false, deviceId, error: 'stopping', message: 'the agent stopped before the chair reported running' };
       const left = deadline - clock.monotonic();
       if (left <= 0) {
-        return { ok: false, deviceId, error: 'not_confirmed', message: `the vendor accepted the start but the chair did not report running within ${confirmTimeoutMs / 1000} s` };
+        return { ok: false, deviceId, error: 'not_confirmed', message: `the vendor accepted the start but the chair has not reported running within ${confirmTimeoutMs / 1000} s; it may yet` };
       }
       await clock.sleep(Math.min(confirmIntervalMs, left), this.abort.signal).catch(() => undefined);
     }

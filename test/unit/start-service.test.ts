@@ -170,8 +170,40 @@ describe('start rules and the start use case', () => {
     }];
     const outcome = await run('IDLE');
     expect(outcome).toMatchObject({ ok: false, error: 'not_confirmed' });
-    expect(outcome.ok ? '' : outcome.message).toMatch(/may have started the chair.*check it before starting it again/);
+    expect(outcome.ok ? '' : outcome.message).toMatch(/may have started the chair.*no new start of it until the vendor lists it idle or running/);
     expect(vendor.controls).toHaveLength(1);
+  });
+
+  it('after an unknown outcome, a POS retry makes no control call until a chair list shows the chair idle', async () => {
+    const { vendor, run, registry, clock } = setup();
+    vendor.controlResult = () => Promise.reject(new VendorError('VENDOR_TIMEOUT', 'vendor did not answer control', { ambiguous: true, retryable: true }));
+    vendor.statuses = [() => {
+      throw new VendorError('VENDOR_TIMEOUT', 'no answer', { ambiguous: true });
+    }];
+    expect(await run('IDLE')).toMatchObject({ ok: false, error: 'not_confirmed' });
+    // The POS times out and asks again: refused, no second control call.
+    expect(await run('IDLE')).toMatchObject({ ok: false, error: 'start_unconfirmed' });
+    expect(vendor.controls).toHaveLength(1);
+    // The next chair list says idle: the earlier start did not happen, and a new one may go.
+    registry.applyList([reading('IDLE', false), reading('BUSY', true)], clock.monotonic());
+    vendor.controlResult = async () => undefined;
+    vendor.statuses = [() => reading('IDLE', true)];
+    expect(await run('IDLE')).toMatchObject({ ok: true });
+    expect(vendor.controls).toHaveLength(2);
+  });
+
+  it('after an unknown outcome, starts are allowed again when start.unknownHoldSeconds pass', async () => {
+    const { vendor, run, clock } = setup();
+    vendor.controlResult = () => Promise.reject(new VendorError('VENDOR_TIMEOUT', 'vendor did not answer control', { ambiguous: true, retryable: true }));
+    vendor.statuses = [() => {
+      throw new VendorError('VENDOR_TIMEOUT', 'no answer', { ambiguous: true });
+    }];
+    expect(await run('IDLE')).toMatchObject({ ok: false, error: 'not_confirmed' });
+    await clock.advance(119_000);
+    expect(await run('IDLE')).toMatchObject({ ok: false, error: 'start_unconfirmed' });
+    await clock.advance(2_000);
+    await run('IDLE');
+    expect(vendor.controls).toHaveLength(2);
   });
 
   it.each([
