@@ -84,7 +84,8 @@ export function webhookHandler(deps: WebhookDeps): (req: IncomingMessage, res: S
     } catch (err) {
       if (!(err instanceof StoreError)) throw err;
       deps.logger.error({ code: err.code, err: errorMessage(err), transactionId: parsed.transactionId }, 'cannot store a webhook transaction; answered 503 so the vendor retries');
-      return answer(res, 503, { error: 'cannot store the record now; retry later' }, { 'retry-after': '30' });
+      // A lock held by another process usually goes soon; a full or damaged disk does not.
+      return answer(res, 503, { error: 'cannot store the record now; retry later' }, { 'retry-after': err.code === 'STORE_LOCKED' ? '5' : '30' });
     }
   };
 }

@@ -72,7 +72,7 @@ export interface OutboxEvents {
   checkpointed: [log: number, copied: number];
 }
 
-export type StoreErrorCode = 'STORE_FULL' | 'STORE_FAILED' | 'STORE_OPEN_FAILED' | 'STORE_DAMAGED' | 'STORE_GONE';
+export type StoreErrorCode = 'STORE_FULL' | 'STORE_FAILED' | 'STORE_OPEN_FAILED' | 'STORE_DAMAGED' | 'STORE_GONE' | 'STORE_LOCKED';
 
 export class StoreError extends AgentError {
   declare readonly code: StoreErrorCode;
@@ -87,11 +87,17 @@ const isSqliteError = (err: unknown): boolean => err instanceof Database.SqliteE
 function storeError(err: unknown, doing: string): StoreError {
   const code = errorCode(err) ?? '';
   if (code === 'SQLITE_FULL') return new StoreError('STORE_FULL', `database full while ${doing} (disk or storage.maxSizeMb)`, err);
+  if (code.startsWith('SQLITE_BUSY') || code.startsWith('SQLITE_LOCKED')) {
+    return new StoreError('STORE_LOCKED', `the database is locked by another process (an sqlite3 shell, a backup?) while ${doing}`, err);
+  }
   if (code.startsWith('SQLITE_CORRUPT') || code === 'SQLITE_NOTADB') {
     return new StoreError('STORE_DAMAGED', `the database file is damaged (${errorMessage(err)}) while ${doing}`, err);
   }
   return new StoreError('STORE_FAILED', `database error while ${doing}: ${errorMessage(err)}`, err);
 }
+
+/** How long a write on the event loop's connection waits for a lock held elsewhere. */
+const MAIN_BUSY_TIMEOUT_MS = 50;
 
 /** Parked records are retried 1 h after they were parked, then 2, 4, 8, 16 and at most every 24 h. */
 export function parkRetryDelayMs(parkCount: number): number {
@@ -186,7 +192,10 @@ export class Outbox extends EventEmitter<OutboxEvents> {
     const { opts } = this;
     const db = new Database(opts.path, { readonly: opts.readonly ?? false, fileMustExist: opts.readonly ?? false });
     try {
-      db.pragma('busy_timeout = 5000');
+      // This connection is the event loop's: a write waits at most this long for a lock (the
+      // store thread's commit takes a few ms) and then fails as STORE_LOCKED, rather than
+      // holding every poll, publish and HTTP answer while another process holds the file.
+      db.pragma(`busy_timeout = ${MAIN_BUSY_TIMEOUT_MS}`);
       if (!opts.readonly) {
         db.pragma('journal_mode = WAL');
         db.pragma('synchronous = FULL');

@@ -29,7 +29,9 @@ let count = null;
 const connect = () => {
   if (db) return db;
   db = new Database(workerData.path, { fileMustExist: true });
-  db.pragma('busy_timeout = 5000');
+  // Off the event loop, but a webhook waits on it: fail within 2 s (503, Retry-After) rather
+  // than queue batch after batch behind another process's lock until the request times out.
+  db.pragma('busy_timeout = 2000');
   db.pragma('synchronous = FULL');
   if (workerData.maxPageCount) db.pragma('max_page_count = ' + workerData.maxPageCount);
   return db;

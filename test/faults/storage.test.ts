@@ -1,3 +1,5 @@
+import { monitorEventLoopDelay } from 'node:perf_hooks';
+import { spawn } from 'node:child_process';
 import { closeSync, existsSync, mkdtempSync, openSync, rmSync, statSync, writeFileSync, writeSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -8,7 +10,7 @@ import { signBody } from '../../agent/http/sign.js';
 import { Simulator } from '../../agent/simulator/simulator.js';
 import { Outbox } from '../../agent/store/outbox.js';
 import { startBroker, type TestBroker } from '../helpers/broker.js';
-import { runCli } from '../helpers/cli.js';
+import { ROOT, runCli } from '../helpers/cli.js';
 import { TEST_API_KEY, TEST_SECRET, testConfig } from '../helpers/config.js';
 import { memoryLogger, type LogRecord } from '../helpers/memory-logger.js';
 import { asRecord, vendorRecord } from '../helpers/records.js';
@@ -154,6 +156,66 @@ describe('the database file under the running agent', () => {
       expect((await webhook(a.base, vendorRecord())).status).toBe(200);
     } finally {
       await a.agent.stop();
+    }
+  });
+});
+
+/** Another process holding the database's write lock (an sqlite3 shell's BEGIN EXCLUSIVE) until released. */
+async function lockHolder(db: string): Promise<{ release(): Promise<void> }> {
+  const script = `const D=require('better-sqlite3');const d=new D(${JSON.stringify(db)});d.exec('BEGIN EXCLUSIVE');process.stdout.write('locked\\n');process.stdin.on('end',()=>{d.exec('COMMIT');d.close();process.exit(0)});process.stdin.resume();`;
+  const child = spawn(process.execPath, ['-e', script], { cwd: ROOT, stdio: ['pipe', 'pipe', 'inherit'] });
+  await new Promise<void>((resolve, reject) => {
+    child.stdout.on('data', (d: Buffer) => d.toString().includes('locked') && resolve());
+    child.once('exit', (code) => reject(new Error(`the lock holder exited ${code}`)));
+  });
+  return {
+    release: () =>
+      new Promise<void>((resolve) => {
+        child.removeAllListeners('exit');
+        child.once('exit', () => resolve());
+        child.stdin.end();
+      }),
+  };
+}
+
+describe('another process holding the database lock', () => {
+  it('keeps the event loop free: health answers at once, chairs stay online, webhooks get 503 with Retry-After, then 200', async () => {
+    const db = join(mkdtempSync(join(tmpdir(), 'locked-')), 'agent.db');
+    const { agent, base } = await agentOn(db, broker.url);
+    const lag = monitorEventLoopDelay({ resolution: 10 });
+    try {
+      await waitFor(() => agent.registry.view('MC7001')?.online, 'chairs listed');
+      expect((await webhook(base, vendorRecord())).status).toBe(200);
+      let offline = 0;
+      const onAvailability = (_id: string, online: boolean): void => void (online ? undefined : (offline += 1));
+      agent.registry.on('availability', onAvailability);
+      const lock = await lockHolder(db);
+      lag.enable();
+      try {
+        const answers = await Promise.all([0, 1].map(async () => {
+          const body = JSON.stringify(vendorRecord());
+          const r = await fetch(`${base}/vendor/webhook`, { method: 'POST', headers: { 'x-vendor-signature': signBody(body, TEST_SECRET) }, body });
+          await r.body?.cancel();
+          return { status: r.status, retryAfter: r.headers.get('retry-after') };
+        }));
+        expect(answers).toEqual([{ status: 503, retryAfter: '5' }, { status: 503, retryAfter: '5' }]);
+        // A write on the event loop's own connection (the sync's cursor) fails fast, too.
+        await agent.sync.run().catch(() => undefined);
+        const health = await fetch(`${base}/healthz`);
+        expect([200, 503]).toContain(health.status);
+        await health.body?.cancel();
+      } finally {
+        await lock.release();
+        lag.disable();
+      }
+      // Nothing held the event loop for seconds (it was 4.9 s on the old 5 s busy_timeout).
+      expect(lag.max / 1e6).toBeLessThan(1_000);
+      expect(offline).toBe(0);
+      agent.registry.off('availability', onAvailability);
+      const again = await webhook(base, vendorRecord());
+      expect(again.status).toBe(200);
+    } finally {
+      await agent.stop();
     }
   });
 });
