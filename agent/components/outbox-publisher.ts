@@ -137,11 +137,12 @@ export class OutboxPublisher implements Component {
     if (this.seen === now - 1) this.seen = now;
   };
   private readonly onInserted = (): void => this.pump();
-  private readonly onClose = (info?: CloseInfo): void => this.connectionLost(info !== undefined && (info.cause !== null || info.othersInFlight));
+  private readonly onClose = (info?: CloseInfo): void => this.connectionLost(info?.cause ?? null);
 
   start(): void {
     this.running = true;
     this.deps.broker.on('connect', this.kick);
+    this.deps.broker.on('settled', this.kick);
     this.deps.broker.on('close', this.onClose);
     this.deps.outbox.on('stored', this.onStored);
     this.deps.outbox.on('inserted', this.onInserted);
@@ -152,6 +153,7 @@ export class OutboxPublisher implements Component {
   async stop(): Promise<void> {
     this.running = false;
     this.deps.broker.off('connect', this.kick);
+    this.deps.broker.off('settled', this.kick);
     this.deps.broker.off('close', this.onClose);
     this.deps.outbox.off('stored', this.onStored);
     this.deps.outbox.off('inserted', this.onInserted);
@@ -230,9 +232,12 @@ export class OutboxPublisher implements Component {
     this.atEnd = false;
   }
 
-  /** While suspects remain, one record at a time, so the one that breaks the connection is known. */
+  /**
+   * While suspects remain, one record at a time, so the one that breaks the connection is known;
+   * none while the broker port is still finding its own (a record sent then could take the blame).
+   */
   private window(): number {
-    if (this.suspects.size > 0) return 1;
+    if (this.suspects.size > 0) return this.deps.broker.settling?.() ? 0 : 1;
     return Math.max(1, Math.min(this.deps.maxInflight, this.deps.broker.receiveMaximum()));
   }
 
@@ -338,12 +343,13 @@ export class OutboxPublisher implements Component {
 
   /**
    * The connection ended: what was in flight is suspect; one alone in flight gets a strike. Not
-   * when the close may be another publish's (a refused or suspect retained message: Mosquitto
-   * with max_queued_messages 0 drops the client on a refusal): no record is blamed for it.
+   * when the close is put down to another publish (one the broker refused just before, or a
+   * suspect retained message sent alone: Mosquitto with max_queued_messages 0 drops the client on
+   * a refusal): no record is blamed for it.
    */
-  private connectionLost(notOurs: boolean): void {
-    const alone = this.inflight.size === 1 && !notOurs ? (this.inflight.keys().next().value as number) : null;
-    for (const seq of notOurs ? [] : this.inflight.keys()) {
+  private connectionLost(cause: string | null): void {
+    const alone = this.inflight.size === 1 && cause === null ? (this.inflight.keys().next().value as number) : null;
+    for (const seq of this.inflight.keys()) {
       const strikes = (this.suspects.get(seq) ?? 0) + (seq === alone ? 1 : 0);
       this.suspects.set(seq, strikes);
     }

@@ -55,6 +55,8 @@ export interface CloseInfo {
 export interface BrokerEvents {
   connect: [];
   close: [info?: CloseInfo];
+  /** Publishes other than transactions that were suspects of a drop are all cleared (see settling). */
+  settled: [];
   message: [InboundMessage];
 }
 
@@ -88,4 +90,9 @@ export interface Broker extends EventEmitter<BrokerEvents> {
   end(timeoutMs: number): Promise<void>;
   /** The broker's address, safe to print (no password). */
   readonly description: string;
+  /**
+   * True while publishes other than transactions are being sent one at a time to find the one the
+   * broker drops the connection on: a transaction sent alone meanwhile could be blamed for it.
+   */
+  settling?(): boolean;
 }

@@ -36,6 +36,8 @@ const FIRST_RETRY_MS = 60_000;
 const MAX_RETRY_MS = 60 * 60_000;
 /** A connection the broker closes this soon after refusing a publish was closed for that publish. */
 const CLOSE_AFTER_REFUSAL_MS = 2_000;
+/** A suspect not published again this long after a connect is forgotten. */
+const FORGET_SUSPECTS_MS = 10_000;
 /** A suspect alone in flight when the connection dropped this many times is held. */
 const STRIKES_TO_HOLD = 2;
 /** Topics remembered as held; past this the oldest is forgotten (it is tried again at a connect). */
@@ -99,6 +101,9 @@ export class RefusalGuard extends EventEmitter<BrokerEvents> implements Broker {
   private readonly suspects = new Map<string, number>();
   private readonly queue: { topic: string; payload: string | Buffer; options: PublishOptions; done: (err: BrokerError | null) => void }[] = [];
   private probing: string | null = null;
+  /** Suspects sent again since this connection began; the others are no longer sent, and forgotten. */
+  private readonly touched = new Set<string>();
+  private forgetTimer: Timer | null = null;
   /** Acknowledged publishes by class: a class the broker has never taken one of may be refused whole. */
   private readonly accepted = new Map<TopicClass, number>();
   /**
@@ -115,9 +120,22 @@ export class RefusalGuard extends EventEmitter<BrokerEvents> implements Broker {
 
   private readonly onInnerConnect = (): void => {
     this.lastRefusal = null;
+    this.touched.clear();
     this.emit('connect');
     this.schedule();
     this.probeNext();
+    // A suspect no one publishes again (a chair that left the list) must not hold the others.
+    this.forgetTimer?.cancel();
+    this.forgetTimer = this.opts.clock.setTimeout(() => {
+      this.forgetTimer = null;
+      let forgot = false;
+      for (const topic of [...this.suspects.keys()]) {
+        if (this.touched.has(topic) || this.probing === topic) continue;
+        this.suspects.delete(topic);
+        forgot = true;
+      }
+      if (forgot && this.suspects.size === 0) this.emit('settled');
+    }, FORGET_SUSPECTS_MS);
   };
   private readonly onInnerClose = (): void => {
     const r = this.lastRefusal;
@@ -131,6 +149,8 @@ export class RefusalGuard extends EventEmitter<BrokerEvents> implements Broker {
     this.probing = null;
     this.retryTimer?.cancel();
     this.retryTimer = null;
+    this.forgetTimer?.cancel();
+    this.forgetTimer = null;
     for (const q of this.queue.splice(0)) q.done(new BrokerError('disconnected', 'the connection to the broker ended first'));
     let cause = refused;
     if (cause === null && probe !== null) {
@@ -205,6 +225,7 @@ export class RefusalGuard extends EventEmitter<BrokerEvents> implements Broker {
       return done(new BrokerError('refused', `held after the broker refused it: ${held.reason}`, held.reasonCode ?? undefined));
     }
     if (this.suspects.has(topic)) {
+      this.touched.add(topic);
       this.queue.push({ topic, payload, options, done });
       this.probeNext();
       return;
@@ -223,6 +244,7 @@ export class RefusalGuard extends EventEmitter<BrokerEvents> implements Broker {
       if (this.probing === next.topic && err?.kind !== 'disconnected') {
         this.probing = null;
         this.suspects.delete(next.topic);
+        if (this.suspects.size === 0) this.emit('settled');
       }
       next.done(err);
       this.probeNext();
@@ -244,7 +266,8 @@ export class RefusalGuard extends EventEmitter<BrokerEvents> implements Broker {
           this.opts.logger.info({ topic }, 'the broker accepts this topic again');
         }
       } else if (err.kind === 'disconnected') {
-        this.lostAtClose.add(topic);
+        // Only what every connect sends again can be found by sending it alone.
+        if (options.retain) this.lostAtClose.add(topic);
       } else if (err.kind === 'refused') {
         this.note(topic, topicClass, err);
         if (options.retain) this.hold(topic, topicClass, err, payload, options);
@@ -349,6 +372,10 @@ export class RefusalGuard extends EventEmitter<BrokerEvents> implements Broker {
     return { total, byClass, held };
   }
 
+  settling(): boolean {
+    return this.suspects.size > 0;
+  }
+
   heldCount(): number {
     return this.held.size;
   }
@@ -376,6 +403,8 @@ export class RefusalGuard extends EventEmitter<BrokerEvents> implements Broker {
   end(timeoutMs: number): Promise<void> {
     this.retryTimer?.cancel();
     this.retryTimer = null;
+    this.forgetTimer?.cancel();
+    this.forgetTimer = null;
     const inner = this.opts.inner;
     return inner.end(timeoutMs).finally(() => {
       inner.off('connect', this.onInnerConnect).off('close', this.onInnerClose).off('message', this.onInnerMessage);
