@@ -87,7 +87,8 @@ export class BridgeRequests implements Component {
       const message = err instanceof RequestError ? err.message : errorMessage(err);
       this.deps.metrics?.refused.inc({ what: 'bridge_request', status: code });
       this.deps.logger.warn({ request: name.slice(0, 64), error: code, detail: message }, 'bridge request refused');
-      answer = { status: 'error', error: code, message };
+      // Zigbee2MQTT's shape: `data` always there, `error` the human message; the stable code beside it.
+      answer = { status: 'error', data: {}, error: message, code };
     }
     if (transaction !== undefined) answer['transaction'] = transaction;
     const failed = await publishAnswer(this.deps.broker, own, msg, responseProblem === null, JSON.stringify(answer));

@@ -141,7 +141,8 @@ export class Topics {
   }
 
   get requestFilter(): string {
-    return `${this.base}/bridge/request/+`;
+    // A name may have several levels (Zigbee2MQTT's device/rename): every one gets an answer.
+    return `${this.base}/bridge/request/#`;
   }
 
   /** The name of a bridge request topic (B/bridge/request/<name>), or null. */
@@ -149,7 +150,7 @@ export class Topics {
     const prefix = `${this.base}/bridge/request/`;
     if (!topic.startsWith(prefix)) return null;
     const name = topic.slice(prefix.length);
-    return name === '' || name.includes('/') ? null : name;
+    return name === '' ? null : name;
   }
 
   bridgeResponse(name: string): string {

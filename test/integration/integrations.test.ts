@@ -138,10 +138,13 @@ describeWith('mosquitto', 'bridge request API', () => {
     ['a resend without a start', 'resend', '{}', 'invalid_parameter'],
     ['a resend with a bad time', 'resend', '{"from":"yesterday"}', 'invalid_parameter'],
     ['a payload over 4 KiB', 'info', JSON.stringify({ pad: 'x'.repeat(5000) }), 'invalid_payload'],
-  ])('answers %s with an error, and keeps serving', async (_what, name, payload, error) => {
+    ['a name of several levels (Zigbee2MQTT: device/rename)', 'device/rename', '{"from":"a","to":"b"}', 'unknown_request'],
+  ])('answers %s with an error shaped as Zigbee2MQTT does, and keeps serving', async (_what, name, payload, code) => {
     const answer = await request(name, payload);
-    expect(answer).toMatchObject({ status: 'error', error });
-    expect(typeof answer['message']).toBe('string');
+    // {"status":"error","data":{},"error":"<human message>","code":"<stable code>"}
+    expect(answer).toMatchObject({ status: 'error', data: {}, code });
+    expect(typeof answer['error']).toBe('string');
+    expect(answer['error']).not.toBe(code);
     expect(await request('health_check', '')).toMatchObject({ status: 'ok' });
   });
 
@@ -153,12 +156,12 @@ describeWith('mosquitto', 'bridge request API', () => {
     const m = await sub.waitFor((x: Received) => x.topic === reply, 'the answer on the response topic', since);
     expect(m.properties?.correlationData?.toString()).toBe('c-42');
     const bad = await request('info', '{}', { properties: { responseTopic: 'pos/#' } });
-    expect(bad).toMatchObject({ status: 'error', error: 'invalid_response_topic' });
+    expect(bad).toMatchObject({ status: 'error', data: {}, code: 'invalid_response_topic' });
   });
 
   it('refuses a retained request and clears it', async () => {
     const answer = await request('sync', '{}', { retain: true });
-    expect(answer).toMatchObject({ status: 'error', error: 'retained_request' });
+    expect(answer).toMatchObject({ status: 'error', data: {}, code: 'retained_request' });
     await waitFor(() => sub.messages.some((m) => m.topic === `${B}/bridge/request/sync` && m.text === '' ), 'the retained request cleared');
   });
 });
