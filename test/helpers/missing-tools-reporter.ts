@@ -1,8 +1,10 @@
 import type { Reporter, TestModule } from 'vitest/node';
+import { has, type Tool } from './tool-detect.js';
 
 /** How a newcomer gets each tool, for the closing line. */
 const HOW: Record<string, string> = {
   mosquitto: 'install mosquitto to run them (sudo apt install mosquitto)',
+  'mosquitto clients': 'install mosquitto-clients to run them (sudo apt install mosquitto-clients)',
   'gpiod addon': 'they need the GPIO addon, which npm run build makes where a C compiler is (sudo apt install gcc)',
   systemd: 'they need systemd (systemctl, systemd-analyze, systemd-notify)',
   python3: 'install python3 to run them',
@@ -20,7 +22,10 @@ export default class MissingToolsReporter implements Reporter {
     for (const m of modules) {
       for (const test of m.children.allTests()) {
         if (test.result().state !== 'skipped') continue;
-        for (const [, tool] of test.fullName.matchAll(/\[needs ([^\]]+)\]/g)) counts.set(tool as string, (counts.get(tool as string) ?? 0) + 1);
+        // A test that needs several tools is counted under each one this machine lacks.
+        for (const [, tool] of test.fullName.matchAll(/\[needs ([^\]]+)\]/g)) {
+          if (!has(tool as Tool)) counts.set(tool as string, (counts.get(tool as string) ?? 0) + 1);
+        }
       }
     }
     for (const [tool, n] of counts) process.stdout.write(`${n} test${n === 1 ? '' : 's'} skipped: ${HOW[tool] ?? `they need ${tool}`}\n`);

@@ -1,49 +1,7 @@
-import { spawnSync } from 'node:child_process';
-import { existsSync } from 'node:fs';
 import { describe, it } from 'vitest';
-import { addonPath } from '../../agent/gpio/gpiod-binding.js';
-import { mosquittoPath } from './broker.js';
+import { has, type Tool } from './tool-detect.js';
 
-/**
- * The tools a test may need beyond the project's own node_modules. A test that needs one the
- * machine lacks is skipped, and its title carries `[needs <tool>]`, which the missing-tools
- * reporter counts into one line at the end of the run ("N tests skipped: install mosquitto to
- * run them"). Nothing fails for a missing tool.
- */
-export type Tool = 'mosquitto' | 'gpiod addon' | 'systemd' | 'python3' | 'chromium' | 'root' | 'a Node.js older than 22';
-
-const onPath = (cmd: string): boolean => spawnSync('sh', ['-c', `command -v ${cmd}`], { stdio: 'ignore' }).status === 0;
-
-const detect: Record<Tool, () => boolean> = {
-  mosquitto: () => mosquittoPath() !== null,
-  'gpiod addon': () => existsSync(addonPath() ?? ''),
-  systemd: () => onPath('systemd-analyze') && onPath('systemctl') && onPath('systemd-notify'),
-  python3: () => spawnSync('python3', ['-c', 'import socket; socket.recv_fds']).status === 0,
-  chromium: () => existsSync('/usr/bin/chromium'),
-  root: () => process.getuid?.() === 0,
-  'a Node.js older than 22': () => oldNode() !== null,
-};
-
-/** A system Node.js older than the agent needs (a distro's 18 or 20), or null. */
-export function oldNode(): string | null {
-  for (const path of ['/usr/bin/node', '/usr/local/bin/node', '/usr/bin/nodejs']) {
-    const r = spawnSync(path, ['-p', 'process.versions.node.split(".")[0]'], { encoding: 'utf8' });
-    if (r.status === 0 && Number(r.stdout.trim()) < 22) return path;
-  }
-  return null;
-}
-
-const known = new Map<Tool, boolean>();
-
-/** Whether this machine has the tool (asked once per test file). */
-export function has(tool: Tool): boolean {
-  let yes = known.get(tool);
-  if (yes === undefined) {
-    yes = detect[tool]();
-    known.set(tool, yes);
-  }
-  return yes;
-}
+export { has, oldNode, type Tool } from './tool-detect.js';
 
 const title = (text: string, tools: Tool[]): string => `${text} ${tools.map((t) => `[needs ${t}]`).join(' ')}`;
 const all = (tools: Tool[]): boolean => tools.every(has);
