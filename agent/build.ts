@@ -295,6 +295,7 @@ export function build(config: Config, deps: AgentDeps): Agent {
           prefix: config.homeassistant.discoveryPrefix,
           siteId: config.site.id,
           version: agentVersion(),
+          supportUrl: config.homeassistant.supportUrl,
           configured: config.gpio.chairs.map((c) => c.deviceId),
         }),
       ]

@@ -119,6 +119,11 @@ const homeassistant = z.strictObject({
     .refine((s) => !s.startsWith('/') && !s.endsWith('/'), 'must not start or end with /')
     .default('homeassistant')
     .describe("Home Assistant's discovery prefix; its birth message is read at <prefix>/status"),
+  supportUrl: z
+    .string()
+    .url()
+    .optional()
+    .describe("A URL where the site's Home Assistant users find help (the discovery configs' origin.support_url)"),
 });
 
 const mqtt = z.strictObject({

@@ -23,6 +23,8 @@ export interface HaDiscoveryDeps {
   prefix: string;
   siteId: string;
   version: string;
+  /** Where a site's Home Assistant users find help (origin.support_url), when the chain has one. */
+  supportUrl?: string | undefined;
   /** The chairs of the config: always announced, even before the vendor lists them. */
   configured: readonly string[];
 }
@@ -40,6 +42,14 @@ export function haId(deviceId: string): string {
 }
 
 const ONLINE_TEMPLATE = '{{ value_json.state }}';
+
+/**
+ * The entity id Home Assistant should give an entity on first sight (default_entity_id, which
+ * replaced object_id in 2025.10): <component>.<object id>, lower case, [a-z0-9_] only.
+ */
+function defaultEntityId(component: Entity['component'], id: string): string {
+  return `${component}.${id.toLowerCase().replace(/[^a-z0-9_]/g, '_')}`;
+}
 
 /**
  * Home Assistant MQTT discovery: one HA device per chair (status, remaining time, running,
@@ -160,13 +170,18 @@ export class HaDiscovery implements Component {
     }
   }
 
+  /** Who publishes the configs (Home Assistant shows it in the device's MQTT info and logs). */
+  private origin(): Record<string, string> {
+    return { name: 'chair-agent', sw_version: this.deps.version, ...(this.deps.supportUrl ? { support_url: this.deps.supportUrl } : {}) };
+  }
+
   private siteEntities(site: string): Entity[] {
     const t = this.deps.topics;
     const device = { identifiers: [site], name: `Chair agent ${this.deps.siteId}`, manufacturer: 'chair-agent', model: 'Site box', sw_version: this.deps.version };
     const base = (objectId: string, name: string, component: Entity['component'], extra: Record<string, unknown>): Entity => ({
       component,
       objectId,
-      config: { name, unique_id: `${site}_${objectId}`, object_id: `${site}_${objectId}`, device, ...extra },
+      config: { name, unique_id: `${site}_${objectId}`, default_entity_id: defaultEntityId(component, `${site}_${objectId}`), device, origin: this.origin(), ...extra },
     });
     const agentUp = { availability_topic: t.bridgeState, availability_template: ONLINE_TEMPLATE, payload_available: 'online', payload_not_available: 'offline' };
     return [
@@ -201,7 +216,7 @@ export class HaDiscovery implements Component {
     const base = (objectId: string, name: string, component: Entity['component'], extra: Record<string, unknown>): Entity => ({
       component,
       objectId,
-      config: { name, unique_id: `${node}_${objectId}`, object_id: `${node}_${objectId}`, device, ...availability, ...extra },
+      config: { name, unique_id: `${node}_${objectId}`, default_entity_id: defaultEntityId(component, `${node}_${objectId}`), device, origin: this.origin(), ...availability, ...extra },
     });
     return [
       base('status', 'Status', 'sensor', { state_topic: state, value_template: '{{ value_json.status }}', icon: 'mdi:seat-recline-extra' }),

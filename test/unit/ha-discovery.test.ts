@@ -1,0 +1,73 @@
+import { EventEmitter } from 'node:events';
+import { describe, expect, it } from 'vitest';
+import { ChairRegistry } from '../../agent/core/chair-registry.js';
+import { silentLogger } from '../../agent/logger.js';
+import type { Broker } from '../../agent/mqtt/broker.js';
+import { HaDiscovery } from '../../agent/mqtt/ha-discovery.js';
+import { Topics } from '../../agent/mqtt/topics.js';
+import { haSchemaErrors, type HaPlatform } from '../helpers/ha-mqtt-schema.js';
+
+/** A connected broker that keeps the last retained payload per topic. */
+function recordingBroker(): { broker: Broker; retained: Map<string, string> } {
+  const retained = new Map<string, string>();
+  const broker = Object.assign(new EventEmitter(), {
+    connected: true,
+    description: 'recording',
+    publish: async (topic: string, payload: string | Buffer) => void retained.set(topic, payload.toString()),
+    subscribe: async () => undefined,
+    unsubscribe: async () => undefined,
+  }) as unknown as Broker;
+  return { broker, retained };
+}
+
+function announced(supportUrl?: string): Map<string, string> {
+  const { broker, retained } = recordingBroker();
+  const registry = new ChairRegistry({ timeZone: 'Asia/Bangkok', availableStatuses: ['Available'], staleAfterMs: 15_000, expected: [] });
+  const reading = (deviceId: string) => ({ deviceId, deviceCode: 'C01', deviceName: `Massage Chair ${deviceId}`, location: 'Ladprao Mall', status: 'Available', seated: false, leftMin: null, leftSec: null, serverTime: '2026-11-22 12:00:00', firmwareVersion: '01.04.12' });
+  registry.applyList([reading('MC7001'), reading('weird id/ß')], 0);
+  const state = new Map<string, string>();
+  const ha = new HaDiscovery({
+    broker,
+    topics: new Topics('chair-agent', 'ladprao-01'),
+    registry,
+    store: { getState: (k) => state.get(k), setState: (k, v) => void state.set(k, v) },
+    logger: silentLogger(),
+    prefix: 'homeassistant',
+    siteId: 'ladprao-01',
+    version: '1.2.3',
+    supportUrl,
+    configured: ['MC7002'],
+  });
+  ha.announce();
+  return retained;
+}
+
+describe("Home Assistant discovery, against Home Assistant's own schemas", () => {
+  it('every config is valid for its platform: default_entity_id, origin, and no key Home Assistant would drop', () => {
+    const configs = [...announced('https://support.example.com/chairs')].filter(([t]) => t.startsWith('homeassistant/'));
+    // The site box (4 entities) and three chairs (5 each): configured, listed, and an odd DeviceId.
+    expect(configs).toHaveLength(4 + 3 * 5);
+    for (const [topic, payload] of configs) {
+      const platform = topic.split('/')[1] as HaPlatform;
+      const config = JSON.parse(payload) as Record<string, unknown>;
+      expect(haSchemaErrors(platform, config), topic).toEqual([]);
+      expect(config).not.toHaveProperty('object_id');
+      expect(config['origin']).toEqual({ name: 'chair-agent', sw_version: '1.2.3', support_url: 'https://support.example.com/chairs' });
+    }
+  });
+
+  it('gives each entity the id Home Assistant should use, stable and lower case', () => {
+    const retained = announced();
+    const status = JSON.parse(retained.get('homeassistant/sensor/chair_agent_ladprao-01_MC7001/status/config') as string) as Record<string, unknown>;
+    expect(status['default_entity_id']).toBe('sensor.chair_agent_ladprao_01_mc7001_status');
+    expect(status['unique_id']).toBe('chair_agent_ladprao-01_MC7001_status');
+    expect(status['origin']).toEqual({ name: 'chair-agent', sw_version: '1.2.3' });
+  });
+
+  it('the ported schema refuses what Home Assistant would drop or reject', () => {
+    expect(haSchemaErrors('sensor', { state_topic: 'a', object_id: 'x', unique_id: 'u' })).toEqual(["sensor.object_id: not in Home Assistant's schema (it would be dropped without a word)"]);
+    expect(haSchemaErrors('button', { unique_id: 'u' })).toEqual(['button.command_topic: required']);
+    expect(haSchemaErrors('sensor', { state_topic: 'a', origin: { sw_version: '1' } })).toEqual(['sensor.origin.name: required']);
+    expect(haSchemaErrors('sensor', { state_topic: 'a', default_entity_id: 'MC7001' })).toEqual(['sensor.default_entity_id: must be "sensor.<lower-case object id>"']);
+  });
+});
