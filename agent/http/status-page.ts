@@ -12,6 +12,7 @@ import type { StartOutcome, StartService } from '../start/start-service.js';
 import { agentVersion } from '../version.js';
 import { sendJson, sendText } from './body.js';
 import { AdminGuard } from './admin-guard.js';
+import { EventStreams } from './event-streams.js';
 import type { RefusalLog } from './refusal-log.js';
 import type { HttpListener } from './listener.js';
 import { STATUS_PAGE_HTML } from './status-page-html.js';
@@ -45,19 +46,8 @@ export interface StatusPageDeps extends StatusSources {
   httpRefusals: RefusalLog;
 }
 
-interface Viewer {
-  res: ServerResponse;
-  remote: string;
-  /** Ends the stream for good (a slow reader, its lifetime, the page stopping). */
-  close: () => void;
-}
-
-/** Viewers from one address at once: a phone, a tablet, a second tab. */
-const MAX_VIEWERS_PER_CLIENT = 4;
-/** A stream ends after this; the browser's EventSource reconnects by itself (retry: 2000). */
-const STREAM_LIFETIME_MS = 10 * 60_000;
-/** Unsent bytes a viewer may fall behind by before it is dropped (a reader that does not read). */
-const MAX_VIEWER_BACKLOG_BYTES = 256 * 1024;
+/** Live viewers: how many, per address, how long, how far behind (event-streams.ts). */
+const STREAM_LIMITS = { max: MAX_VIEWERS, perClient: 4, lifetimeMs: 10 * 60_000, maxBacklogBytes: 256 * 1024 };
 
 /**
  * The local status page (GET /): chairs with status, remaining time, what their LED shows and
@@ -68,7 +58,7 @@ const MAX_VIEWER_BACKLOG_BYTES = 256 * 1024;
  */
 export class StatusPage implements Component {
   readonly name = 'status-page';
-  private readonly viewers = new Set<Viewer>();
+  private readonly viewers: EventStreams;
   private readonly events: { at: string; text: string }[] = [];
   private pushTimer: Timer | null = null;
   private heartbeat: Timer | null = null;
@@ -78,6 +68,7 @@ export class StatusPage implements Component {
 
   constructor(private readonly deps: StatusPageDeps) {
     this.admin = new AdminGuard(deps.config.http.adminToken, () => deps.clock.monotonic());
+    this.viewers = new EventStreams(STREAM_LIMITS, deps.clock, (remote, why) => deps.logger.debug({ remote, why }, 'status page viewer dropped'));
   }
 
   /** The page's routes; registered once, served while the listener runs. */
@@ -113,7 +104,7 @@ export class StatusPage implements Component {
     outbox.on('delivered', this.onHealth);
     health.on('change', this.onHealth);
     this.heartbeat = this.deps.clock.setInterval(() => {
-      for (const v of this.viewers) this.send(v, ': keep-alive\n\n');
+      this.viewers.broadcast(': keep-alive\n\n');
     }, HEARTBEAT_MS);
   }
 
@@ -132,8 +123,7 @@ export class StatusPage implements Component {
     this.heartbeat = this.pushTimer = this.walkTimer = null;
     this.walking = false;
     this.lastState.clear();
-    for (const v of [...this.viewers]) v.close();
-    this.viewers.clear();
+    this.viewers.closeAll();
   }
 
   private event(text: string): void {
@@ -147,7 +137,7 @@ export class StatusPage implements Component {
     this.pushTimer = this.deps.clock.setTimeout(() => {
       this.pushTimer = null;
       const data = `event: snapshot\ndata: ${JSON.stringify(this.snapshot())}\n\n`;
-      for (const v of [...this.viewers]) this.send(v, data);
+      this.viewers.broadcast(data);
     }, PUSH_EVERY_MS);
   }
 
@@ -184,52 +174,8 @@ export class StatusPage implements Component {
     };
   }
 
-  /**
-   * Writes to a viewer unless it has fallen behind: a reader that does not read would otherwise
-   * keep every snapshot in memory. Such a viewer is dropped (its browser reconnects when it reads
-   * again).
-   */
-  private send(v: Viewer, data: string): void {
-    if (v.res.writableLength > MAX_VIEWER_BACKLOG_BYTES) {
-      this.deps.logger.debug({ remote: v.remote }, 'status page viewer not reading; dropped');
-      v.close();
-      return;
-    }
-    v.res.write(data);
-  }
-
   private subscribe(req: IncomingMessage, res: ServerResponse): void {
-    const remote = req.socket.remoteAddress ?? '?';
-    if (this.viewers.size >= MAX_VIEWERS) return sendJson(res, 503, { error: `at most ${MAX_VIEWERS} viewers at once` }, { 'retry-after': '30' });
-    if ([...this.viewers].filter((v) => v.remote === remote).length >= MAX_VIEWERS_PER_CLIENT) {
-      return sendJson(res, 503, { error: `at most ${MAX_VIEWERS_PER_CLIENT} viewers from one address` }, { 'retry-after': '30' });
-    }
-    // A stream is quiet between changes: the listener's idle timeout must not cut it (the
-    // heartbeat and the lifetime below bound it instead).
-    req.socket.setTimeout(0);
-    res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-store', connection: 'keep-alive' });
-    let lifetime: { cancel(): void } | null = null;
-    const viewer: Viewer = {
-      res,
-      remote,
-      close: () => {
-        lifetime?.cancel();
-        this.viewers.delete(viewer);
-        res.destroy();
-      },
-    };
-    this.viewers.add(viewer);
-    lifetime = this.deps.clock.setTimeout(() => {
-      this.viewers.delete(viewer);
-      res.end();
-    }, STREAM_LIFETIME_MS);
-    res.write(`retry: 2000\nevent: snapshot\ndata: ${JSON.stringify(this.snapshot())}\n\n`);
-    const drop = (): void => {
-      lifetime?.cancel();
-      this.viewers.delete(viewer);
-    };
-    req.on('close', drop);
-    res.on('error', drop);
+    this.viewers.open(req, res, `retry: 2000\nevent: snapshot\ndata: ${JSON.stringify(this.snapshot())}\n\n`);
   }
 
   /**
