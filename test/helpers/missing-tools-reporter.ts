@@ -5,6 +5,7 @@ import { has, type Tool } from './tool-detect.js';
 const HOW: Record<string, string> = {
   mosquitto: 'install mosquitto to run them (sudo apt install mosquitto)',
   'mosquitto clients': 'install mosquitto-clients to run them (sudo apt install mosquitto-clients)',
+  curl: 'install curl to run them (sudo apt install curl)',
   'gpiod addon': 'they need the GPIO addon, which npm run build makes where a C compiler is (sudo apt install gcc)',
   systemd: 'they need systemd (systemctl, systemd-analyze, systemd-notify)',
   python3: 'install python3 to run them',

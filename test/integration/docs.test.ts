@@ -48,7 +48,7 @@ describe('the README and docs', () => {
     expect(wrong).toEqual([]);
   });
 
-  itWith(['mosquitto', 'mosquitto clients'], "the README's walkthrough works as written: simulator, agent, mosquitto_sub, then every command to try", async () => {
+  itWith(['mosquitto', 'mosquitto clients', 'curl'], "the README's walkthrough works as written: simulator, agent, mosquitto_sub, then every command to try", async () => {
     const readme = read('README.md');
     const section = readme.slice(readme.indexOf('## Walkthrough'), readme.indexOf('## Command line'));
     const [, yaml, daemons, tries] = fences(section);
