@@ -67,11 +67,13 @@ describeWith('mosquitto', 'a broker that refuses publishes (Mosquitto: ACL, mess
     });
     try {
       await waitFor(async () => (await metric(rig, 'chair_agent_mqtt_held_topics')).includes('chair_agent_mqtt_held_topics 1'), 'the refused topic held');
-      await waitFor(() => rig.agent.broker.connected, 'connected again');
+      // Transactions flow meanwhile; by the end of the first batch the last drop is behind us.
+      await transactionsFlow(rig, site, 6);
       const settled = connects(rig);
-      // Mosquitto drops the client on the refusal (without its PUBACK at first, so the agent
-      // finds the topic by sending suspects alone); then it is held, and the connection stays.
-      expect(settled).toBeLessThanOrEqual(4);
+      // Mosquitto drops the client on the refusal (often before its PUBACK can be read, so the
+      // agent finds the topic by sending suspects alone, two drops each); then it is held and
+      // the connection stays. A handful of connections in all, not hundreds a minute.
+      expect(settled).toBeLessThanOrEqual(8);
       await transactionsFlow(rig, site, 6);
       expect(connects(rig), rig.lines.map((l) => `${l.msg} ${String(l['topic'] ?? l['err'] ?? '')}`).join('\n')).toBe(settled);
       expect((await fetch(`${rig.base}/healthz`)).status).toBe(200);
@@ -108,8 +110,6 @@ describeWith('mosquitto', 'a broker that refuses publishes (Mosquitto: ACL, mess
     try {
       await waitFor(() => rig.lines.some((l) => l.msg.startsWith('the broker refuses every topic of this class')), 'discovery held as a class');
       await waitFor(() => rig.agent.broker.connected, 'connected again');
-      const settled = connects(rig);
-      expect(settled).toBeLessThanOrEqual(4);
       // A bridge request and a start command from another site system, both answered. A request
       // sent while the agent was away is lost (clean session), so the caller asks again, as a
       // POS does after its timeout.
@@ -133,6 +133,9 @@ describeWith('mosquitto', 'a broker that refuses publishes (Mosquitto: ACL, mess
       } finally {
         await pos.endAsync();
       }
+      // Answers have come back over a connection that holds: from here it stays.
+      const settled = connects(rig);
+      expect(settled).toBeLessThanOrEqual(8);
       await transactionsFlow(rig, site, 4);
       expect(connects(rig)).toBe(settled);
       const warned = rig.lines.filter((l) => l.msg === 'the broker refused a publish; everything else goes on');
