@@ -13,6 +13,8 @@ export interface Check {
 
 export interface HealthEvents {
   change: [name: CheckName, check: Check];
+  /** A transaction sync finished (lastSyncAt moved): bridge/info shows it at once. */
+  synced: [];
 }
 
 /**
@@ -25,6 +27,12 @@ export class Health extends EventEmitter<HealthEvents> {
   readonly startedAt: number;
   lastPollAt: number | null = null;
   lastSyncAt: number | null = null;
+
+  /** A transaction sync finished at `at`. */
+  synced(at: number): void {
+    this.lastSyncAt = at;
+    this.emit('synced');
+  }
 
   constructor(private readonly clock: Clock) {
     super();

@@ -180,7 +180,7 @@ export class TransactionSync implements Component {
         result.inserted += inWindow;
         from = to;
       } while (from < now);
-      health.lastSyncAt = this.deps.clock.now();
+      health.synced(this.deps.clock.now());
       metrics.syncRuns.inc({ outcome: 'ok' });
       if (result.inserted > 0) logger.info(result, 'transaction sync brought new records');
       else logger.debug(result, 'transaction sync: nothing new');

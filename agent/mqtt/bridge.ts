@@ -61,6 +61,7 @@ export class MqttBridge implements Component {
     registry.on('state', this.onState);
     registry.on('availability', this.onAvailability);
     health.on('change', this.onHealth);
+    health.on('synced', this.onHealth);
     this.infoTimer = this.deps.clock.setInterval(() => this.publishInfo(), this.deps.infoIntervalMs);
     broker.connect();
   }
@@ -72,6 +73,7 @@ export class MqttBridge implements Component {
     registry.off('state', this.onState);
     registry.off('availability', this.onAvailability);
     health.off('change', this.onHealth);
+    health.off('synced', this.onHealth);
     broker.off('connect', this.onConnect);
     broker.off('close', this.onClose);
     if (broker.connected) {

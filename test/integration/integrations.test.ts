@@ -122,6 +122,13 @@ describeWith('mosquitto', 'bridge request API', () => {
     expect(byTime).toMatchObject({ status: 'ok', data: { records: 1, more: true } });
   });
 
+  it('republishes bridge/info as soon as a sync finishes, not at the next minute', async () => {
+    const since = sub.mark();
+    agent.health.synced(Date.now());
+    const info = await sub.waitFor((m) => m.topic === `${B}/bridge/info`, 'bridge/info after the sync', since, 5_000);
+    expect((JSON.parse(info.text) as { lastSyncAt: string | null }).lastSyncAt).toMatch(/\+07:00$/);
+  });
+
   it('changes the log level until restart', async () => {
     const at = logLines.length;
     expect(await request('log_level', '{"level":"debug"}')).toMatchObject({ status: 'ok', data: { level: 'debug', was: 'info' } });
