@@ -53,7 +53,9 @@ section h3 { font-size: .95rem; margin: .5rem 0; }
   <h3>Actions</h3>
   <div id="admin">
     <input id="token" type="password" placeholder="admin token" autocomplete="current-password" aria-label="admin token">
-    <button id="walk" type="button">LED walk</button>
+    <button id="unlock" type="button">Use token</button>
+    <label>minutes <input id="minutes" type="number" inputmode="numeric" aria-label="minutes"></label>
+    <button id="walk" type="button" disabled>LED walk</button>
   </div>
   <p id="message"></p>
 </section>
@@ -69,17 +71,34 @@ section h3 { font-size: .95rem; margin: .5rem 0; }
   const LED_TEXT = { on: 'steady: available', fast: 'fast blink: starting', slow: 'slow blink: running', flash: 'flashes: start failed', off: 'off', burst: 'bursts' };
   let snap = null;
   let receivedAt = 0;
-  const token = () => $('token').value.trim() || sessionStorage.getItem('chair-agent-token') || '';
+  // Actions are enabled only once the server has accepted the token (POST /api/admin/check).
+  let unlocked = false;
+  const token = () => $('token').value.trim();
   $('token').value = sessionStorage.getItem('chair-agent-token') || '';
-  $('token').addEventListener('change', () => sessionStorage.setItem('chair-agent-token', $('token').value.trim()));
+  async function unlock() {
+    unlocked = false;
+    render();
+    if (!token()) { say('enter the admin token to start chairs from this page'); return; }
+    try {
+      const res = await fetch('/api/admin/check', { method: 'POST', headers: { authorization: 'Bearer ' + token() } });
+      unlocked = res.ok;
+      if (res.ok) { sessionStorage.setItem('chair-agent-token', token()); say('token accepted: actions enabled'); }
+      else { sessionStorage.removeItem('chair-agent-token'); say('token refused (' + res.status + (res.status === 429 ? ': too many tries, wait ' + (res.headers.get('retry-after') || 60) + ' s' : '') + ')'); }
+    } catch (e) { say('cannot check the token (' + e + ')'); }
+    render();
+  }
+  $('unlock').addEventListener('click', unlock);
+  $('token').addEventListener('change', unlock);
+  $('token').addEventListener('keydown', (e) => { if (e.key === 'Enter') unlock(); });
   const el = (tag, cls, text) => { const e = document.createElement(tag); if (cls) e.className = cls; if (text !== undefined) e.textContent = text; return e; };
   const mmss = (s) => s === null || s === undefined ? '' : Math.floor(s / 60) + ':' + String(Math.floor(s % 60)).padStart(2, '0');
   const say = (text) => { $('message').textContent = text; };
 
-  async function act(path, what) {
+  async function act(path, what, payload) {
     say(what + '...');
     try {
-      const res = await fetch(path, { method: 'POST', headers: { authorization: 'Bearer ' + token() } });
+      const res = await fetch(path, { method: 'POST', headers: { authorization: 'Bearer ' + token(), 'content-type': 'application/json' }, body: payload ? JSON.stringify(payload) : undefined });
+      if (res.status === 401) { unlocked = false; render(); }
       const body = await res.json().catch(() => ({}));
       say(res.ok ? what + ': done' : what + ': refused (' + res.status + (body.error ? ', ' + body.error : '') + ')');
     } catch (e) { say(what + ': failed (' + e + ')'); }
@@ -95,6 +114,9 @@ section h3 { font-size: .95rem; margin: .5rem 0; }
     $('broker').className = 'pill ' + (snap.broker ? 'ok' : 'bad');
     $('backlog').textContent = 'backlog ' + (snap.backlog.pending ?? '?') + (snap.backlog.parked ? ' (+' + snap.backlog.parked + ' parked)' : '');
     $('admin-section').hidden = !snap.admin;
+    $('walk').disabled = !unlocked;
+    const m = $('minutes');
+    if (snap.startMinutes && !m.dataset.set) { m.min = snap.startMinutes.min; m.max = snap.startMinutes.max; m.value = snap.startMinutes.default; m.dataset.set = '1'; }
     const elapsed = (Date.now() - receivedAt) / 1000;
     const main = $('chairs');
     main.replaceChildren(...snap.chairs.map((c) => {
@@ -112,8 +134,12 @@ section h3 { font-size: .95rem; margin: .5rem 0; }
       if (snap.admin) {
         const b = el('button', 'start', 'Start');
         b.type = 'button';
-        b.disabled = !c.startable;
-        b.addEventListener('click', () => act('/api/chairs/' + encodeURIComponent(c.deviceId) + '/start', 'Start ' + c.deviceId));
+        b.disabled = !unlocked || !c.startable;
+        b.title = unlocked ? '' : 'enter the admin token first';
+        b.addEventListener('click', () => {
+          const minutes = Number($('minutes').value);
+          act('/api/chairs/' + encodeURIComponent(c.deviceId) + '/start', 'Start ' + c.deviceId + ' (' + minutes + ' min)', { minutes });
+        });
         card.append(b);
       }
       return card;
@@ -128,6 +154,7 @@ section h3 { font-size: .95rem; margin: .5rem 0; }
     es.onerror = () => { $('live').textContent = 'reconnecting...'; };
   }
   connect();
+  if (token()) unlock();
   setInterval(() => { if (snap && snap.chairs.some((c) => c.running)) render(); }, 1000);
 })();
 </script>

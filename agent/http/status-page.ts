@@ -10,7 +10,7 @@ import { errorMessage } from '../errors.js';
 import type { Logger } from '../logger.js';
 import type { StartOutcome, StartService } from '../start/start-service.js';
 import { agentVersion } from '../version.js';
-import { sendJson, sendText } from './body.js';
+import { parseJsonBody, readBody, sendJson, sendText } from './body.js';
 import { AdminGuard } from './admin-guard.js';
 import { EventStreams } from './event-streams.js';
 import type { RefusalLog } from './refusal-log.js';
@@ -77,6 +77,11 @@ export class StatusPage implements Component {
     http.route('GET', '/api/status', (_req, res) => sendJson(res, 200, this.snapshot()));
     http.route('GET', '/events', (req, res) => this.subscribe(req, res), 'stream');
     http.route('POST', /^\/api\/chairs\/([^/]+)\/start$/, (req, res) => this.startChair(req, res));
+    // The page asks before it enables its actions: they look usable only once the token is accepted.
+    http.route('POST', '/api/admin/check', (req, res) => {
+      req.resume();
+      if (this.authorised(req, res)) sendJson(res, 200, { status: 'ok' });
+    });
     http.route('POST', '/api/leds/walk', (req, res) => this.walk(req, res));
   }
 
@@ -171,6 +176,7 @@ export class StatusPage implements Component {
       chairs,
       events: [...this.events].reverse(),
       admin: this.admin.configured,
+      startMinutes: { min: this.deps.config.start.minMinutes, max: this.deps.config.start.maxMinutes, default: this.deps.config.vendor.sessionMinutes },
     };
   }
 
@@ -201,8 +207,23 @@ export class StatusPage implements Component {
   }
 
   private async startChair(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    req.resume();
-    if (!this.authorised(req, res)) return;
+    if (!this.authorised(req, res)) {
+      req.resume();
+      return;
+    }
+    // {"minutes":N} is honoured within start.minMinutes..maxMinutes; none means the chair's own.
+    let body: Buffer;
+    try {
+      body = await readBody(req, 1024);
+    } catch {
+      return sendJson(res, 413, { error: 'a start request is at most 1 KiB' });
+    }
+    const asked = body.length === 0 ? {} : parseJsonBody(body);
+    const minutes = asked && typeof asked === 'object' ? (asked as { minutes?: unknown }).minutes : undefined;
+    const { minMinutes, maxMinutes } = this.deps.config.start;
+    if (minutes !== undefined && (!Number.isInteger(minutes) || (minutes as number) < minMinutes || (minutes as number) > maxMinutes)) {
+      return sendJson(res, 400, { error: `minutes must be a whole number from ${minMinutes} to ${maxMinutes}` });
+    }
     const level = /^\/api\/chairs\/([^/]+)\/start$/.exec((req.url ?? '').split('?')[0] ?? '')?.[1] ?? '';
     let deviceId: string;
     try {
@@ -212,7 +233,7 @@ export class StatusPage implements Component {
     }
     if (!this.deps.registry.knownIds().includes(deviceId)) return sendJson(res, 404, { error: `no chair ${deviceId.slice(0, 64)}` });
     try {
-      const outcome = await this.deps.starts.startChair(deviceId, { source: 'page' });
+      const outcome = await this.deps.starts.startChair(deviceId, { source: 'page', minutes: minutes as number | undefined });
       sendJson(res, outcome.ok ? 200 : 409, outcome.ok ? { status: 'ok', minutes: outcome.minutes } : { status: 'error', error: outcome.error, message: outcome.message });
     } catch (err) {
       sendJson(res, 500, { status: 'error', error: errorMessage(err) });

@@ -81,18 +81,32 @@ describeWith(['chromium', 'mosquitto'], 'status page in Chromium', () => {
     await expect.poll(() => page.locator('#events').textContent()).toContain('MC7002');
   });
 
-  it('refuses a start without the admin token, and makes it with the token', async () => {
+  it('keeps Start disabled until the server accepts the token, then starts for the minutes asked', async () => {
     const before = sim.requests.control;
-    await card('MC7001').locator('button.start').click();
-    await expect.poll(() => page.locator('#message').textContent()).toContain('refused (401');
+    const start = card('MC7001').locator('button.start');
+    expect(await start.isDisabled()).toBe(true);
+    expect(await page.locator('#walk').isDisabled()).toBe(true);
+
+    await page.fill('#token', 'not-the-admin-token-00');
+    await page.locator('#unlock').click();
+    await expect.poll(() => page.locator('#message').textContent()).toContain('token refused (401');
+    expect(await start.isDisabled()).toBe(true);
     expect(sim.requests.control).toBe(before);
 
     await page.fill('#token', TOKEN);
-    await page.locator('#token').dispatchEvent('change');
-    await card('MC7001').locator('button.start').click();
-    await expect.poll(() => page.locator('#message').textContent(), { timeout: 20_000 }).toBe('Start MC7001: done');
+    await page.locator('#unlock').click();
+    await expect.poll(() => page.locator('#message').textContent()).toBe('token accepted: actions enabled');
+    await expect.poll(() => start.isDisabled()).toBe(false);
+    await page.fill('#minutes', '2');
+    await start.click();
+    await expect.poll(() => page.locator('#message').textContent(), { timeout: 20_000 }).toBe('Start MC7001 (2 min): done');
     expect(sim.requests.control).toBe(before + 1);
+    expect(sim.model.transactions.at(-1)?.record).toMatchObject({ DeviceId: 'MC7001', PlayTime: '2' });
     await expect.poll(() => card('MC7001').textContent(), { timeout: 15_000 }).toContain('slow blink: running');
+    // Minutes outside start.minMinutes..maxMinutes are refused, not stretched.
+    const wrong = await fetch(`${base}/api/chairs/MC7003/start`, { method: 'POST', headers: { authorization: `Bearer ${TOKEN}` }, body: '{"minutes":999}' });
+    expect(wrong.status).toBe(400);
+    expect(((await wrong.json()) as { error: string }).error).toMatch(/^minutes must be a whole number from 1 to 60$/);
 
     const shot = join(mkdtempSync(join(tmpdir(), 'page-')), 'status-page.png');
     await page.screenshot({ path: shot, fullPage: true });
