@@ -34,7 +34,10 @@ leaf() {
   openssl x509 -req -in "$dir/$stem.csr" -CA "$dir/ca.crt" -CAkey "$dir/ca.key" -CAcreateserial \
     -days "$DAYS_LEAF" -sha256 -extfile <(printf '%s\n' "$ext") -out "$dir/$stem.crt" 2>/dev/null
   rm -f "$dir/$stem.csr"
-  chmod 600 "$dir/$stem.key"
+  # Mosquitto reads its key after dropping to its own user: the key is for root and the
+  # mosquitto group (where this machine has one; install(1) sets it on the broker host).
+  chmod 640 "$dir/$stem.key"
+  if getent group mosquitto >/dev/null 2>&1; then chgrp mosquitto "$dir/$stem.key" 2>/dev/null || true; fi
   chmod 644 "$dir/$stem.crt"
 }
 
@@ -60,6 +63,7 @@ keyUsage=critical,digitalSignature
 extendedKeyUsage=serverAuth
 subjectAltName=$san"
     echo "central broker: $dir/$name.crt $dir/$name.key (SAN $san)"
+    echo "  on the broker: sudo install -o root -g mosquitto -m 0640 $dir/$name.key /etc/mosquitto/certs/ (Mosquitto reads it as its own user)"
     ;;
   site | client)
     ca_ready
@@ -74,10 +78,11 @@ keyUsage=critical,digitalSignature
 extendedKeyUsage=clientAuth"
     if [ "$verb" = site ]; then
       echo "site $name: $dir/$name.crt $dir/$name.key (copy both and ca.crt to the site box, /etc/mosquitto/certs/)"
+      echo "  on the site box: sudo install -o root -g mosquitto -m 0640 $name.key /etc/mosquitto/certs/ (Mosquitto reads it as its own user)"
       echo "central ACL: covered by the fleet's pattern lines (docs/FLEET.md); nothing per site:"
       echo "  pattern write chair-agent/%u/#"
       echo "  pattern read chair-agent/%u/chairs/+/start"
-      echo "  pattern read chair-agent/%u/bridge/request/+"
+      echo "  pattern read chair-agent/%u/bridge/request/#"
     else
       echo "consumer $name: $dir/$name.crt $dir/$name.key; give it a user block in the central ACL (docs/FLEET.md)"
     fi

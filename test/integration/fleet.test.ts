@@ -79,7 +79,9 @@ beforeAll(async () => {
   for (const site of [...SITES, 'kiosk-03']) execFileSync(tool, ['site', certs, site]);
   execFileSync(tool, ['client', certs, 'central-consumer']);
   // Mosquitto drops root for its own user before it reads the keys: let it read these test keys.
-  for (const f of readdirSync(certs)) chmodSync(join(certs, f), 0o644);
+  // Keys stay as fleet-cert.sh wrote them (0640, group mosquitto): Mosquitto started as root
+  // drops to its own user and must still read them, as on a site box.
+  for (const f of readdirSync(certs)) if (!f.endsWith('.key')) chmodSync(join(certs, f), 0o644);
   chmodSync(certs, 0o755);
   const acl = join(certs, 'acl');
   writeFileSync(
@@ -91,7 +93,7 @@ topic readwrite chair-agent/#
 # every site, whatever its id: the certificate's CN is the user name
 pattern write chair-agent/%u/#
 pattern read chair-agent/%u/chairs/+/start
-pattern read chair-agent/%u/bridge/request/+
+pattern read chair-agent/%u/bridge/request/#
 `,
   );
   central = await startBroker({
@@ -129,7 +131,7 @@ bridge_certfile ${certs}/${site}.crt
 bridge_keyfile ${certs}/${site}.key
 topic chair-agent/${site}/# out 1
 topic chair-agent/${site}/chairs/+/start in 1
-topic chair-agent/${site}/bridge/request/+ in 1
+topic chair-agent/${site}/bridge/request/# in 1
 `,
       }),
     );
