@@ -1,5 +1,6 @@
-import { readdirSync } from 'node:fs';
-import { monitorEventLoopDelay, type ELDHistogram } from 'node:perf_hooks';
+import { readdirSync, readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { monitorEventLoopDelay, PerformanceObserver, type ELDHistogram } from 'node:perf_hooks';
 
 /**
  * The agent's Prometheus metrics (text exposition format 0.0.4). Counters and one histogram kept
@@ -101,9 +102,44 @@ class ReadGauge implements Family {
 /** The event loop sampler's period once scraped (prom-client's is 10 ms). */
 const LAG_RESOLUTION_MS = 20;
 
+/** A /proc/self/status field in bytes (VmSize, VmData...), or none off Linux. */
+function procStatusBytes(field: string): [null, number][] {
+  try {
+    const kb = new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(readFileSync('/proc/self/status', 'utf8'))?.[1];
+    return kb === undefined ? [] : [[null, Number(kb) * 1024]];
+  } catch {
+    return [];
+  }
+}
+
+/** The soft limit on open files, from /proc/self/limits. */
+function maxFds(): [null, number][] {
+  try {
+    const n = /^Max open files\s+(\d+)/m.exec(readFileSync('/proc/self/limits', 'utf8'))?.[1];
+    return n === undefined ? [] : [[null, Number(n)]];
+  } catch {
+    return [];
+  }
+}
+
+/** Counts by type of what keeps the event loop alive (handles, requests, timers). */
+function activeResources(): [string, number][] {
+  const counts = new Map<string, number>();
+  for (const type of process.getActiveResourcesInfo()) counts.set(type, (counts.get(type) ?? 0) + 1);
+  return [...counts];
+}
+
+const GC_KINDS: Record<number, string> = { 1: 'minor', 2: 'major', 4: 'incremental', 8: 'weakcb' };
+
 export class Metrics {
   private readonly families: Family[] = [];
   private lag: ELDHistogram | null = null;
+  /** Garbage collections by kind, observed from the first scrape on. */
+  private readonly gcDuration = new Histogram('nodejs_gc_duration_seconds', 'Garbage collection duration by kind, one of major, minor, incremental or weakcb.', ['kind'], [0.001, 0.01, 0.1, 1, 2, 5]);
+  private gcObserver: PerformanceObserver | null = null;
+  private v8: { getHeapSpaceStatistics(): { space_name: string; space_size: number; space_used_size: number; space_available_size: number }[] } | null = null;
+  /** How long a setImmediate waited at the last scrape (prom-client's nodejs_eventloop_lag_seconds). */
+  private immediateLag: number | null = null;
   readonly vendorRequests = this.add(new Counter('chair_agent_vendor_requests_total', 'Requests to the vendor API by endpoint and outcome (HTTP status or error code)', ['endpoint', 'outcome']));
   readonly vendorDuration = this.add(new Histogram('chair_agent_vendor_request_duration_seconds', 'Duration of vendor API requests', ['endpoint'], [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]));
   readonly polls = this.add(new Counter('chair_agent_polls_total', 'Chair list polls by outcome', ['outcome']));
@@ -159,6 +195,29 @@ export class Metrics {
     this.add(new ReadGauge('nodejs_heap_size_total_bytes', 'Process heap size from Node.js in bytes.', null, memory((m) => m.heapTotal)));
     this.add(new ReadGauge('nodejs_heap_size_used_bytes', 'Process heap size used from Node.js in bytes.', null, memory((m) => m.heapUsed)));
     this.add(new ReadGauge('nodejs_external_memory_bytes', 'Node.js external memory size in bytes.', null, memory((m) => m.external)));
+    // The rest of prom-client's default families, which dashboards are built on.
+    this.add(new ReadGauge('process_virtual_memory_bytes', 'Virtual memory size in bytes.', null, () => procStatusBytes('VmSize')));
+    this.add(new ReadGauge('process_heap_bytes', 'Process heap size in bytes.', null, () => procStatusBytes('VmData')));
+    this.add(new ReadGauge('process_max_fds', 'Maximum number of open file descriptors.', null, maxFds));
+    // prom-client's labelled families; its *_total twins are gauges named like counters, which
+    // promtool refuses (the contract says /metrics passes it): sum() over these gives the same.
+    this.add(new ReadGauge('nodejs_active_resources', 'Number of active resources that are currently keeping the event loop alive, grouped by async resource type.', 'type', activeResources));
+    const legacy = process as unknown as { _getActiveHandles?: () => object[]; _getActiveRequests?: () => object[] };
+    const byType = (list: (() => object[]) | undefined) => (): [string, number][] => {
+      const counts = new Map<string, number>();
+      for (const h of list?.call(process) ?? []) counts.set(h.constructor?.name ?? 'unknown', (counts.get(h.constructor?.name ?? 'unknown') ?? 0) + 1);
+      return [...counts];
+    };
+    this.add(new ReadGauge('nodejs_active_handles', 'Number of active libuv handles grouped by handle type. Every handle type is C++ class name.', 'type', byType(legacy._getActiveHandles)));
+    this.add(new ReadGauge('nodejs_active_requests', 'Number of active libuv requests grouped by request type. Every request type is C++ class name.', 'type', byType(legacy._getActiveRequests)));
+    // Heap spaces come from node:v8, loaded at the first scrape: a box nobody scrapes never pays for it.
+    const spaces = (pick: (s: { space_size: number; space_used_size: number; space_available_size: number }) => number) => (): [string, number][] =>
+      this.heapSpaces().map((sp) => [sp.space_name.replace(/_space$/, ''), pick(sp)]);
+    this.add(new ReadGauge('nodejs_heap_space_size_total_bytes', 'Process heap space size total from Node.js in bytes.', 'space', spaces((sp) => sp.space_size)));
+    this.add(new ReadGauge('nodejs_heap_space_size_used_bytes', 'Process heap space size used from Node.js in bytes.', 'space', spaces((sp) => sp.space_used_size)));
+    this.add(new ReadGauge('nodejs_heap_space_size_available_bytes', 'Process heap space size available from Node.js in bytes.', 'space', spaces((sp) => sp.space_available_size)));
+    this.add(this.gcDuration);
+    this.add(new ReadGauge('nodejs_eventloop_lag_seconds', 'Lag of event loop in seconds.', null, () => (this.immediateLag === null ? [] : [[null, this.immediateLag]])));
     // Sampled from the first scrape on, reset at each scrape: lag since the last. The histogram
     // records each sampling interval whole (prom-client's read 0.01 s on an idle loop; a 1 s
     // resolution read 1 s, and every lag alert fired): the interval is taken off, so an idle
@@ -171,28 +230,54 @@ export class Metrics {
     this.add(new ReadGauge('nodejs_eventloop_lag_mean_seconds', 'Mean of event loop lag since the last scrape.', null, lag((h) => h.mean)));
     this.add(new ReadGauge('nodejs_eventloop_lag_p99_seconds', 'The 99th percentile of event loop lag since the last scrape.', null, lag((h) => h.percentile(99))));
     this.add(new ReadGauge('nodejs_eventloop_lag_max_seconds', 'Maximum event loop lag since the last scrape.', null, lag((h) => h.max)));
+    this.add(new ReadGauge('nodejs_eventloop_lag_min_seconds', 'The minimum recorded event loop delay.', null, lag((h) => h.min)));
+    this.add(new ReadGauge('nodejs_eventloop_lag_stddev_seconds', 'The standard deviation of the recorded event loop delays.', null, () => (this.lag && this.lag.count > 0 ? [[null, this.lag.stddev / 1e9]] : [])));
+    this.add(new ReadGauge('nodejs_eventloop_lag_p50_seconds', 'The 50th percentile of the recorded event loop delays.', null, lag((h) => h.percentile(50))));
+    this.add(new ReadGauge('nodejs_eventloop_lag_p90_seconds', 'The 90th percentile of the recorded event loop delays.', null, lag((h) => h.percentile(90))));
     const [major, minor, patch] = process.versions.node.split('.');
     const version = `${header('nodejs_version_info', 'Node.js version info.', 'gauge')}nodejs_version_info{version="${process.version}",major="${major}",minor="${minor}",patch="${patch}"} 1\n`;
     this.add({ render: () => version });
   }
 
-  text(): Promise<string> {
+  private heapSpaces(): { space_name: string; space_size: number; space_used_size: number; space_available_size: number }[] {
+    this.v8 ??= createRequire(import.meta.url)('node:v8') as NonNullable<Metrics['v8']>;
+    return this.v8.getHeapSpaceStatistics();
+  }
+
+  async text(): Promise<string> {
+    const defaults = this.options.defaultMetrics ?? true;
+    if (defaults) {
+      const start = process.hrtime.bigint();
+      await new Promise((resolve) => setImmediate(resolve));
+      this.immediateLag = Number(process.hrtime.bigint() - start) / 1e9;
+    }
     const lagging = this.lag !== null;
     const text = this.families.map((f) => f.render()).join('\n');
-    if (this.options.defaultMetrics ?? true) {
+    if (defaults) {
       if (lagging) this.lag?.reset();
       else {
         this.lag = monitorEventLoopDelay({ resolution: LAG_RESOLUTION_MS });
         this.lag.enable();
       }
+      if (!this.gcObserver) {
+        this.gcObserver = new PerformanceObserver((list) => {
+          for (const e of list.getEntries()) {
+            const kind = GC_KINDS[((e as { detail?: { kind?: number } }).detail)?.kind ?? 0] ?? 'unknown';
+            this.gcDuration.observe({ kind }, e.duration / 1000);
+          }
+        });
+        this.gcObserver.observe({ entryTypes: ['gc'] });
+      }
     }
-    return Promise.resolve(text);
+    return text;
   }
 
   /** Stops the event loop sampler, if a scrape started it. */
   close(): void {
     this.lag?.disable();
     this.lag = null;
+    this.gcObserver?.disconnect();
+    this.gcObserver = null;
   }
 
   get contentType(): string {
