@@ -6,6 +6,7 @@ const HOW: Record<string, string> = {
   mosquitto: 'install mosquitto to run them (sudo apt install mosquitto)',
   'mosquitto clients': 'install mosquitto-clients to run them (sudo apt install mosquitto-clients)',
   curl: 'install curl to run them (sudo apt install curl)',
+  prometheus: 'install prometheus to run them (sudo apt install prometheus: promtool and a real scrape)',
   'gpiod addon': 'they need the GPIO addon, which npm run build makes where a C compiler is (sudo apt install gcc libc6-dev; its "native:" line says what was missing)',
   systemd: 'they need systemd (systemctl, systemd-analyze, systemd-notify)',
   python3: 'install python3 to run them',
