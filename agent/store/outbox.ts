@@ -98,6 +98,8 @@ function storeError(err: unknown, doing: string): StoreError {
 
 /** How long a write on the event loop's connection waits for a lock held elsewhere. */
 const MAIN_BUSY_TIMEOUT_MS = 50;
+/** How long writes may fail on such a lock before health and the log say so. */
+const LOCK_REPORT_AFTER_MS = 2_000;
 
 /** Parked records are retried 1 h after they were parked, then 2, 4, 8, 16 and at most every 24 h. */
 export function parkRetryDelayMs(parkCount: number): number {
@@ -118,6 +120,8 @@ export interface OutboxOptions {
    * waits on their fsyncs. Without it both run on the caller's thread.
    */
   worker?: boolean | CheckpointerTuning;
+  /** How long writes may fail on a lock held elsewhere before it is reported (default 2 s). */
+  lockReportAfterMs?: number;
 }
 
 /** Pages in the WAL before a commit checkpoints inline: SQLite's 1000 would stall longer. */
@@ -146,6 +150,8 @@ export class Outbox extends EventEmitter<OutboxEvents> {
   private db: Database.Database | null = null;
   private statements: ReturnType<Outbox['prepare']> | null = null;
   private writeFailure: string | null = null;
+  /** When writes began to fail on a lock held elsewhere (performance.now()), while they do. */
+  private lockedSince: number | null = null;
   private failureCode: StoreErrorCode | null = null;
   private identity: { dev: number; ino: number } | null = null;
   private worker: StoreWorker | null = null;
@@ -655,6 +661,13 @@ export class Outbox extends EventEmitter<OutboxEvents> {
 
   private failed(err: unknown, doing: string): StoreError {
     const e = storeError(err, doing);
+    // A lock held elsewhere is reported (health, webhooks 503) only when it outlasts a moment: the
+    // store thread's commit holds it for milliseconds, an SD card's slow fsync for tens.
+    if (e.code === 'STORE_LOCKED') {
+      const now = performance.now();
+      this.lockedSince ??= now;
+      if (now - this.lockedSince < (this.opts.lockReportAfterMs ?? LOCK_REPORT_AFTER_MS)) return e;
+    }
     this.reportFailure(e.code, e.message);
     return e;
   }
@@ -675,6 +688,7 @@ export class Outbox extends EventEmitter<OutboxEvents> {
   }
 
   private succeeded(): void {
+    this.lockedSince = null;
     if (this.writeFailure === null) return;
     this.writeFailure = null;
     this.failureCode = null;

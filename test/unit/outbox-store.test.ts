@@ -137,3 +137,37 @@ describe('outbox store', () => {
     outbox.close();
   });
 });
+
+describe('a lock held by another connection', () => {
+  const locked = (lockReportAfterMs?: number) => {
+    const path = join(mkdtempSync(join(tmpdir(), 'locked-store-')), 'agent.db');
+    const outbox = new Outbox({ path, lockReportAfterMs });
+    outbox.open();
+    const events: string[] = [];
+    outbox.on('writable', (ok) => events.push(ok ? 'writable' : 'not writable'));
+    const other = new Database(path);
+    other.exec('BEGIN IMMEDIATE');
+    return { outbox, other, events };
+  };
+
+  it('fails a write fast as STORE_LOCKED, and reports it only once it outlasts a moment', () => {
+    const brief = locked();
+    expect(() => brief.outbox.setState('cursor', 'x')).toThrow(expect.objectContaining({ code: 'STORE_LOCKED' }));
+    expect(brief.events).toEqual([]); // a store-thread commit or a slow fsync: not a database alarm
+    brief.other.exec('COMMIT');
+    brief.outbox.setState('cursor', 'x');
+    expect(brief.outbox.getState('cursor')).toBe('x');
+
+    const lasting = locked(0);
+    expect(() => lasting.outbox.setState('cursor', 'y')).toThrow(StoreError);
+    expect(lasting.events).toEqual(['not writable']);
+    expect(lasting.outbox.failure).toMatch(/locked by another process/);
+    lasting.other.exec('COMMIT');
+    lasting.outbox.setState('cursor', 'y');
+    expect(lasting.events).toEqual(['not writable', 'writable']);
+    for (const o of [brief, lasting]) {
+      o.other.close();
+      o.outbox.close();
+    }
+  });
+});
