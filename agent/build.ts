@@ -158,6 +158,7 @@ export function registryFor(config: Config): ChairRegistry {
     timeZone: config.site.timezone,
     availableStatuses: config.vendor.availableStatuses,
     staleAfterMs: 3 * config.vendor.pollSeconds * 1000,
+    forgetAfterMs: config.vendor.forgetChairAfterMinutes * 60_000,
     expected: config.gpio.chairs.map((c) => c.deviceId),
   });
 }
@@ -248,7 +249,7 @@ export function build(config: Config, deps: AgentDeps): Agent {
   });
   const retention = new Retention({ outbox, scheduler, clock, logger: child('retention'), retentionDays: config.storage.retentionDays });
   const sources = { config, clock, health, registry, broker, outbox, inFlight: () => publisher.inFlight, refusals: () => guard.refusals() };
-  const bridge = new MqttBridge({ broker, topics, registry, health, clock, logger: child('bridge'), infoIntervalMs: 60_000, info: () => bridgeInfo(sources) });
+  const bridge = new MqttBridge({ broker, topics, registry, health, clock, logger: child('bridge'), infoIntervalMs: 60_000, info: () => bridgeInfo(sources), store: outbox });
   const starts = startServiceFor(config, { vendor, registry, clock, logger, metrics });
   const startCommands = new MqttStartCommands({
     broker,

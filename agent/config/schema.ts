@@ -55,6 +55,14 @@ const vendor = z.strictObject({
     .min(1)
     .default(['Available'])
     .describe('Vendor Status values that mean the chair is idle and may be started'),
+  forgetChairAfterMinutes: z
+    .number()
+    .min(0.05)
+    .max(525_600)
+    .default(60)
+    .describe(
+      "A chair not in the site's config that the vendor's list has left for this long is gone: its Home Assistant entities and retained MQTT topics are cleared (restored if it returns)",
+    ),
   location: z
     .string()
     .trim()

@@ -14,13 +14,20 @@ export interface RegistryEvents {
   availability: [deviceId: string, online: boolean];
   /** A successful chair list was applied (every chair in it read afresh). */
   listed: [];
+  /** A chair the site does not expect was missing from every successful list for forgetAfterMs: it is gone. */
+  removed: [deviceId: string];
 }
 
 export interface RegistryOptions extends StateOptions {
   /** A list older than this is stale: every chair goes offline. */
   staleAfterMs: number;
-  /** Chairs the site expects (buttons, LEDs) even before the vendor lists them. */
+  /** Chairs the site expects (buttons, LEDs) even before the vendor lists them. They are never forgotten. */
   expected: readonly string[];
+  /**
+   * A chair missing from every successful list for this long is forgotten (a chair moved to
+   * another site or retired). Only successful lists count: an unreachable vendor forgets nothing.
+   */
+  forgetAfterMs: number;
 }
 
 /**
@@ -36,10 +43,14 @@ export class ChairRegistry extends EventEmitter<RegistryEvents> {
   private readonly staleServerTime = new Set<string>();
   private readonly listed = new Set<string>();
   private readonly online = new Map<string, boolean>();
+  /** When each chair was last in a successful list (or, for one never listed, first known to a list). */
+  private readonly lastListedAt = new Map<string, number>();
+  private readonly expected: ReadonlySet<string>;
   private lastSuccessAt: number | null = null;
 
   constructor(private readonly opts: RegistryOptions) {
     super();
+    this.expected = new Set(opts.expected);
     for (const id of opts.expected) this.online.set(id, false);
   }
 
@@ -49,10 +60,31 @@ export class ChairRegistry extends EventEmitter<RegistryEvents> {
     this.listed.clear();
     for (const reading of readings) {
       this.listed.add(reading.deviceId);
+      this.lastListedAt.set(reading.deviceId, now);
       this.apply(reading);
     }
     this.refreshAvailability(now);
+    this.forgetGone(now);
     this.emit('listed');
+  }
+
+  /** Forgets the unexpected chairs no successful list has carried for forgetAfterMs. */
+  private forgetGone(now: number): void {
+    for (const id of this.knownIds()) {
+      if (this.listed.has(id) || this.expected.has(id)) continue;
+      const since = this.lastListedAt.get(id);
+      if (since === undefined) {
+        this.lastListedAt.set(id, now);
+        continue;
+      }
+      if (now - since < this.opts.forgetAfterMs) continue;
+      this.states.delete(id);
+      this.readings.delete(id);
+      this.staleServerTime.delete(id);
+      this.online.delete(id);
+      this.lastListedAt.delete(id);
+      this.emit('removed', id);
+    }
   }
 
   /**

@@ -18,7 +18,17 @@ export interface BridgeDeps {
   /** The bridge/info payload, built fresh each time it is published. */
   info: () => Record<string, unknown>;
   infoIntervalMs: number;
+  /** Where the chairs with retained topics are remembered, so a chair gone while the agent was down is cleared too. */
+  store?: ChairTopicStore;
 }
+
+export interface ChairTopicStore {
+  getState(key: string): string | undefined;
+  setState(key: string, value: string): void;
+}
+
+/** The chairs whose state and availability this agent has retained on the broker. */
+export const RETAINED_CHAIRS_KEY = 'mqtt.retainedChairs';
 
 /**
  * Publishes the site's picture to the broker: bridge state (and its will), bridge info, each
@@ -29,6 +39,10 @@ export class MqttBridge implements Component {
   readonly name = 'mqtt-bridge';
   private infoTimer: Timer | null = null;
   private infoPending: Timer | null = null;
+  /** Chairs with retained topics on the broker (persisted); cleared when the registry forgets them. */
+  private retained = new Set<string>();
+  /** The retained chairs were checked against a successful list (afterwards the registry says who leaves). */
+  private swept = false;
 
   constructor(private readonly deps: BridgeDeps) {}
 
@@ -44,15 +58,32 @@ export class MqttBridge implements Component {
   };
 
   private readonly onState = (state: ChairState): void => {
+    this.remember(state.deviceId);
     this.send(this.deps.topics.chair(state.deviceId), JSON.stringify(state));
   };
 
   private readonly onAvailability = (deviceId: string, online: boolean): void => {
+    this.remember(deviceId);
     this.send(this.deps.topics.availability(deviceId), online ? ONLINE : OFFLINE);
     this.deps.logger.info({ deviceId, online }, 'chair availability changed');
   };
 
   private readonly onHealth = (): void => this.infoSoon();
+
+  /** A chair is gone: empty retained messages delete its state and availability from the broker. */
+  private readonly onRemoved = (deviceId: string): void => {
+    this.deps.logger.info({ deviceId }, 'chair left the vendor list; clearing its retained topics');
+    this.clearGone();
+  };
+
+  /**
+   * After a successful list every chair the registry does not know is gone; its retained topics
+   * are cleared while connected (else at the next connect). Before the first list nothing is
+   * cleared: the vendor may still list it.
+   */
+  private readonly onListed = (): void => {
+    if (!this.swept) this.clearGone();
+  };
 
   start(): void {
     const { broker, registry, health } = this.deps;
@@ -60,6 +91,9 @@ export class MqttBridge implements Component {
     broker.on('close', this.onClose);
     registry.on('state', this.onState);
     registry.on('availability', this.onAvailability);
+    registry.on('removed', this.onRemoved);
+    registry.on('listed', this.onListed);
+    this.retained = new Set(this.loadRetained());
     health.on('change', this.onHealth);
     health.on('synced', this.onHealth);
     this.infoTimer = this.deps.clock.setInterval(() => this.publishInfo(), this.deps.infoIntervalMs);
@@ -72,6 +106,9 @@ export class MqttBridge implements Component {
     this.infoPending?.cancel();
     registry.off('state', this.onState);
     registry.off('availability', this.onAvailability);
+    registry.off('removed', this.onRemoved);
+    registry.off('listed', this.onListed);
+    if (this.savePending) this.saveRetained();
     health.off('change', this.onHealth);
     health.off('synced', this.onHealth);
     broker.off('connect', this.onConnect);
@@ -103,8 +140,56 @@ export class MqttBridge implements Component {
     this.send(topics.bridgeState, ONLINE);
     this.publishInfo();
     for (const view of registry.views()) {
+      this.remember(view.deviceId);
       if (view.state) this.send(topics.chair(view.deviceId), JSON.stringify(view.state));
       this.send(topics.availability(view.deviceId), view.online ? ONLINE : OFFLINE);
+    }
+    this.clearGone();
+  }
+
+  private loadRetained(): string[] {
+    try {
+      const stored = this.deps.store?.getState(RETAINED_CHAIRS_KEY);
+      const ids: unknown = stored ? JSON.parse(stored) : [];
+      return Array.isArray(ids) ? ids.filter((id): id is string => typeof id === 'string') : [];
+    } catch {
+      return [];
+    }
+  }
+
+  /** Clears the retained topics of chairs the registry no longer knows, once a list says what exists. */
+  private clearGone(): void {
+    const { broker, registry, topics } = this.deps;
+    if (!broker.connected || registry.lastSuccess() === null) return;
+    this.swept = true;
+    const known = new Set(registry.knownIds());
+    let changed = false;
+    for (const id of this.retained) {
+      if (known.has(id)) continue;
+      this.send(topics.chair(id), '');
+      this.send(topics.availability(id), '');
+      this.retained.delete(id);
+      changed = true;
+    }
+    if (changed) this.saveRetained();
+  }
+
+  private remember(deviceId: string): void {
+    if (this.retained.has(deviceId)) return;
+    this.retained.add(deviceId);
+    // A first list of a thousand chairs is one write, not a thousand.
+    this.savePending ??= setImmediate(() => this.saveRetained());
+  }
+
+  private savePending: NodeJS.Immediate | null = null;
+
+  private saveRetained(): void {
+    if (this.savePending) clearImmediate(this.savePending);
+    this.savePending = null;
+    try {
+      this.deps.store?.setState(RETAINED_CHAIRS_KEY, JSON.stringify([...this.retained].sort()));
+    } catch (err) {
+      this.deps.logger.warn({ err: errorMessage(err) }, 'cannot store the chairs with retained topics');
     }
   }
 

@@ -58,8 +58,10 @@ function defaultEntityId(component: Entity['component'], id: string): string {
  * only while both the agent (bridge/state) and the chair (its availability topic) are online.
  * Configs are retained and announced again on every connect and whenever Home Assistant's birth
  * message ("online" on <prefix>/status) arrives. Unique ids derive from the site id and DeviceId,
- * so they survive restarts; a chair no longer configured nor listed by the vendor has its configs
- * cleared (empty retained messages), also after a restart, since what was announced is stored.
+ * so they survive restarts; a chair the registry forgets (not configured, and missing from the
+ * vendor's list for vendor.forgetChairAfterMinutes) has its configs cleared (empty retained
+ * messages), also after a restart, since what was announced is stored; it is announced again if
+ * it returns.
  */
 export class HaDiscovery implements Component {
   readonly name = 'homeassistant';
@@ -101,6 +103,8 @@ export class HaDiscovery implements Component {
 
   private readonly onState = (state: { deviceId: string }): void => this.onChair(state.deviceId);
   private readonly onAvailability = (deviceId: string): void => this.onChair(deviceId);
+  /** A chair the vendor no longer lists (after the grace period): its entities are cleared. */
+  private readonly onRemoved = (): void => this.announceSoon();
 
   start(): void {
     try {
@@ -113,6 +117,7 @@ export class HaDiscovery implements Component {
     this.deps.broker.on('message', this.onMessage);
     this.deps.registry.on('state', this.onState);
     this.deps.registry.on('availability', this.onAvailability);
+    this.deps.registry.on('removed', this.onRemoved);
     if (this.deps.broker.connected) this.onConnect();
   }
 
@@ -123,6 +128,7 @@ export class HaDiscovery implements Component {
     this.deps.broker.off('message', this.onMessage);
     this.deps.registry.off('state', this.onState);
     this.deps.registry.off('availability', this.onAvailability);
+    this.deps.registry.off('removed', this.onRemoved);
     await this.deps.broker.unsubscribe(this.statusTopic).catch(() => undefined);
   }
 

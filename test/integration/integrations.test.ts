@@ -238,8 +238,38 @@ describeWith('mosquitto', 'Home Assistant discovery', () => {
     agent = newAgent({ vendor: { location: 'Airport T1' }, gpio: { driver: 'sim', chairs: [{ deviceId: 'MC7001', button: 17, led: 27 }] } });
     await agent.start();
     await waitFor(() => [...configs(since).entries()].filter(([t, c]) => t.includes('MC7003') && c === null).length === 5, 'MC7003 cleared');
+    // Its retained state and availability are deleted from the broker too (empty retained messages).
+    await sub.waitFor((m) => m.topic === `${B}/chairs/MC7003` && m.text === '', 'MC7003 state cleared', since);
+    await sub.waitFor((m) => m.topic === `${B}/chairs/MC7003/availability` && m.text === '', 'MC7003 availability cleared', since);
     await waitFor(() => [...configs(since).keys()].some((t) => t.includes('MC7004')), 'MC7004 announced');
     const id = (m: Map<string, Record<string, unknown> | null>): unknown => [...m.values()].find((c) => c !== null && String(c['unique_id']).endsWith('MC7001_status'))?.['unique_id'];
     expect(id(configs(since))).toBe(id(before));
+  });
+
+  it('clears a chair the vendor stops listing once the grace period is over, and restores it when it returns', async () => {
+    await agent.stop();
+    agent = newAgent({ vendor: { location: 'Airport T1', forgetChairAfterMinutes: 0.05 }, gpio: { driver: 'sim', chairs: [{ deviceId: 'MC7001', button: 17, led: 27 }] } });
+    await agent.start();
+    await waitFor(() => agent.registry.view('MC7004')?.online, 'MC7004 listed');
+    const since = sub.mark();
+    const mc7004 = sim.model.chairs.get('MC7004')!;
+    mc7004.hidden = true;
+    try {
+      // First offline (the grace period), then gone: state, availability and the five HA configs.
+      const offline = await sub.waitFor((m) => m.topic === `${B}/chairs/MC7004/availability` && m.text === '{"state":"offline"}', 'MC7004 offline', since);
+      const cleared = await sub.waitFor((m) => m.topic === `${B}/chairs/MC7004/availability` && m.text === '', 'MC7004 availability cleared', since);
+      expect(sub.messages.indexOf(cleared)).toBeGreaterThan(sub.messages.indexOf(offline));
+      await sub.waitFor((m) => m.topic === `${B}/chairs/MC7004` && m.text === '', 'MC7004 state cleared', since);
+      await waitFor(() => [...configs(since).entries()].filter(([t, c]) => t.includes('MC7004') && c === null).length === 5, 'MC7004 configs cleared');
+      expect(agent.registry.view('MC7004')).toBeNull();
+      // The configured chair, missing from this Location's list all along, is kept.
+      expect([...configs(since).entries()].filter(([t, c]) => t.includes('MC7001') && c === null)).toEqual([]);
+    } finally {
+      mc7004.hidden = false;
+    }
+    const back = sub.mark();
+    await sub.waitFor((m) => m.topic === `${B}/chairs/MC7004/availability` && m.text === '{"state":"online"}', 'MC7004 back online', back);
+    await sub.waitFor((m) => m.topic === `${B}/chairs/MC7004` && m.text.includes('"deviceId":"MC7004"'), 'MC7004 state again', back);
+    await waitFor(() => [...configs(back).entries()].filter(([t, c]) => t.includes('MC7004') && c !== null).length === 5, 'MC7004 announced again');
   });
 });

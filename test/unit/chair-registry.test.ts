@@ -17,7 +17,7 @@ const chair = (id: string, over: Partial<ChairReading> = {}): ChairReading => ({
 });
 
 function registry(expected: string[] = []): { reg: ChairRegistry; states: string[]; avail: string[] } {
-  const reg = new ChairRegistry({ timeZone: 'Asia/Bangkok', availableStatuses: ['Available'], staleAfterMs: 3000, expected });
+  const reg = new ChairRegistry({ timeZone: 'Asia/Bangkok', availableStatuses: ['Available'], staleAfterMs: 3000, forgetAfterMs: 3_600_000, expected });
   const states: string[] = [];
   const avail: string[] = [];
   reg.on('state', (s) => states.push(`${s.deviceId}:${s.status}`));
@@ -75,5 +75,30 @@ describe('chair registry', () => {
     const { reg } = registry(['MC1']);
     expect(reg.view('MC1')).toEqual({ deviceId: 'MC1', state: null, online: false });
     expect(reg.view('nope')).toBeNull();
+  });
+
+  it('forgets a chair only after successful lists have left it out for the grace period, and takes it back', () => {
+    const { reg, states, avail } = registry(['MINE']);
+    const removed: string[] = [];
+    reg.on('removed', (id) => removed.push(id));
+    reg.applyList([chair('A'), chair('B')], 0);
+    reg.applyList([chair('A')], 1_000);
+    expect(avail).toContain('B:offline');
+    // The vendor is unreachable for longer than the grace: nothing is forgotten without a list.
+    reg.refreshAvailability(5_000_000);
+    expect(reg.knownIds()).toContain('B');
+    reg.applyList([chair('A')], 3_599_000);
+    expect(removed).toEqual([]);
+    reg.applyList([chair('A')], 3_600_000);
+    expect(removed).toEqual(['B']);
+    expect(reg.knownIds()).toEqual(['A', 'MINE']);
+    expect(reg.view('B')).toBeNull();
+    // A configured chair is never forgotten, however long the vendor leaves it out.
+    reg.applyList([chair('A')], 100 * 3_600_000);
+    expect(removed).toEqual(['B']);
+    // B returns: announced again, state and availability.
+    reg.applyList([chair('A'), chair('B')], 101 * 3_600_000);
+    expect(states.filter((s) => s.startsWith('B'))).toEqual(['B:Available', 'B:Available']);
+    expect(avail.filter((a) => a.startsWith('B'))).toEqual(['B:online', 'B:offline', 'B:online']);
   });
 });

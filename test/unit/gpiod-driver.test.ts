@@ -141,7 +141,7 @@ describe('the press-to-start path and the LED patterns on a fake clock, through 
       },
       close: async () => undefined,
     };
-    const registry = new ChairRegistry({ timeZone: 'UTC', availableStatuses: ['Available'], staleAfterMs: 60_000, expected: ['MC7001'] });
+    const registry = new ChairRegistry({ timeZone: 'UTC', availableStatuses: ['Available'], staleAfterMs: 60_000, forgetAfterMs: 3_600_000, expected: ['MC7001'] });
     registry.applyList([reading(false)], clock.monotonic());
     const health = new Health(clock);
     const starts = new StartService({ vendor, registry, clock, logger: silentLogger(), minutesFor: () => 5, confirmTimeoutMs: 20_000, confirmIntervalMs: 500 });

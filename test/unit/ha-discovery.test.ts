@@ -22,7 +22,7 @@ function recordingBroker(): { broker: Broker; retained: Map<string, string> } {
 
 function announced(supportUrl?: string): Map<string, string> {
   const { broker, retained } = recordingBroker();
-  const registry = new ChairRegistry({ timeZone: 'Asia/Bangkok', availableStatuses: ['Available'], staleAfterMs: 15_000, expected: [] });
+  const registry = new ChairRegistry({ timeZone: 'Asia/Bangkok', availableStatuses: ['Available'], staleAfterMs: 15_000, forgetAfterMs: 3_600_000, expected: [] });
   const reading = (deviceId: string) => ({ deviceId, deviceCode: 'C01', deviceName: `Massage Chair ${deviceId}`, location: 'Ladprao Mall', status: 'Available', seated: false, leftMin: null, leftSec: null, serverTime: '2026-11-22 12:00:00', firmwareVersion: '01.04.12' });
   registry.applyList([reading('MC7001'), reading('weird id/ß')], 0);
   const state = new Map<string, string>();

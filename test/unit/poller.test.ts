@@ -45,7 +45,7 @@ class ScriptedVendor implements VendorApi {
 function setup(periodMs = 1000, maxRetryAfterMs = 300_000, timeZone = 'UTC') {
   const clock = new FakeClock();
   const vendor = new ScriptedVendor(clock);
-  const registry = new ChairRegistry({ timeZone, availableStatuses: ['Available'], staleAfterMs: 3 * periodMs, expected: [] });
+  const registry = new ChairRegistry({ timeZone, availableStatuses: ['Available'], staleAfterMs: 3 * periodMs, forgetAfterMs: 3_600_000, expected: [] });
   const health = new Health(clock);
   const vendorClock = new VendorClock();
   const poller = new Poller({ vendor, registry, health, clock, vendorClock, logger: silentLogger(), periodMs, maxRetryAfterMs, timeZone });

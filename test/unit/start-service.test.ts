@@ -54,7 +54,7 @@ class ScriptedVendor implements VendorApi {
 function setup() {
   const clock = new FakeClock();
   const vendor = new ScriptedVendor(clock);
-  const registry = new ChairRegistry({ timeZone: 'UTC', availableStatuses: ['Available'], staleAfterMs: 15_000, expected: ['IDLE', 'BUSY', 'OFFLINE'] });
+  const registry = new ChairRegistry({ timeZone: 'UTC', availableStatuses: ['Available'], staleAfterMs: 15_000, forgetAfterMs: 3_600_000, expected: ['IDLE', 'BUSY', 'OFFLINE'] });
   registry.applyList([reading('IDLE', false), reading('BUSY', true), reading('ODD', false, 'Maintenance')], clock.monotonic());
   const starts = new StartService({
     vendor,
