@@ -10,6 +10,7 @@ import type { RefusalSummary } from './mqtt/refusal-guard.js';
 import type { Outbox, OutboxStats } from './store/outbox.js';
 import { agentVersion } from './version.js';
 import { errorMessage } from './errors.js';
+import type { DaySummary } from './summary/day-tally.js';
 
 export interface StatusSources {
   config: Config;
@@ -21,6 +22,8 @@ export interface StatusSources {
   inFlight: () => number;
   /** Publishes the broker refused, by topic class, and the retained topics held because of it. */
   refusals: () => RefusalSummary;
+  /** Today at a glance: uses, minutes and takings per chair and for the site. */
+  today: () => DaySummary;
 }
 
 /** The backlog figures, times in ISO 8601 with the site's offset. */

@@ -87,6 +87,10 @@ export function bridgeApiHandlers(d: BridgeApiDeps): Record<string, RequestHandl
       only(p, []);
       return d.registry.views().map((v) => ({ deviceId: v.deviceId, online: v.online, state: v.state }));
     },
+    summary: (p) => {
+      only(p, []);
+      return d.today();
+    },
     outbox: (p) => {
       only(p, []);
       return { ...backlogFigures(d), inFlight: d.inFlight() };

@@ -7,6 +7,8 @@ import { Metrics } from './metrics.js';
 import { errorMessage } from './errors.js';
 import { agentVersion } from './version.js';
 import { bridgeInfo, registerGauges } from './agent-status.js';
+import { TodaySummary } from './summary/today.js';
+import { registerTodayMetrics } from './summary/today-metrics.js';
 import type { Component } from './components/component.js';
 import { Poller } from './components/poller.js';
 import { webhookHandler } from './components/webhook.js';
@@ -248,7 +250,8 @@ export function build(config: Config, deps: AgentDeps): Agent {
     ackTimeoutMs: config.mqtt.ackTimeoutSeconds * 1000,
   });
   const retention = new Retention({ outbox, scheduler, clock, logger: child('retention'), retentionDays: config.storage.retentionDays });
-  const sources = { config, clock, health, registry, broker, outbox, inFlight: () => publisher.inFlight, refusals: () => guard.refusals() };
+  const today = new TodaySummary({ source: outbox, broker, topic: topics.summary, clock, vendorClock, timeZone: config.site.timezone, logger: child('today') });
+  const sources = { config, clock, health, registry, broker, outbox, inFlight: () => publisher.inFlight, refusals: () => guard.refusals(), today: () => today.summary() };
   const bridge = new MqttBridge({ broker, topics, registry, health, clock, logger: child('bridge'), infoIntervalMs: 60_000, info: () => bridgeInfo(sources), store: outbox });
   const starts = startServiceFor(config, { vendor, registry, clock, logger, metrics });
   const startCommands = new MqttStartCommands({
@@ -400,6 +403,7 @@ export function build(config: Config, deps: AgentDeps): Agent {
   });
   if (gpio instanceof SimGpioDriver) simGpioRoutes(http, gpio);
   registerGauges(metrics, sources);
+  registerTodayMetrics(metrics, sources.today);
 
   // Start order; stop is the reverse: starts stop coming in, polling stops, a start under way
   // finishes, the offline state is published, the database closes, the GPIO lines are released.
@@ -408,6 +412,7 @@ export function build(config: Config, deps: AgentDeps): Agent {
     gpioComponent,
     leds,
     store,
+    today,
     http,
     bridge,
     publisher,

@@ -99,6 +99,23 @@ class ReadGauge implements Family {
   }
 }
 
+/** A family of several labels read at scrape time (the day's figures by chair and payment method). */
+class ReadFamily<L extends string> implements Family {
+  constructor(
+    private readonly name: string,
+    private readonly help: string,
+    private readonly type: 'gauge' | 'counter',
+    private readonly labelNames: readonly L[],
+    private readonly read: () => [Record<L, string>, number][],
+  ) {}
+
+  render(): string {
+    let out = header(this.name, this.help, this.type);
+    for (const [labels, n] of this.read()) out += `${this.name}${labelText(this.labelNames, labels)} ${number(n)}\n`;
+    return out;
+  }
+}
+
 /** The event loop sampler's period once scraped (prom-client's is 10 ms). */
 const LAG_RESOLUTION_MS = 20;
 
@@ -173,6 +190,11 @@ export class Metrics {
   /** A labelled gauge read at scrape time. */
   labelledGauge(name: string, help: string, label: string, read: () => [string, number][]): void {
     this.add(new ReadGauge(name, help, label, read));
+  }
+
+  /** A family with several labels read at scrape time; a counter may go back to 0 (a new day), as Prometheus allows. */
+  readFamily<L extends string>(name: string, help: string, type: 'gauge' | 'counter', labelNames: readonly L[], read: () => [Record<L, string>, number][]): void {
+    this.add(new ReadFamily(name, help, type, labelNames, read));
   }
 
   /** What prom-client's default metrics gave that an operator uses, read at scrape time. */

@@ -37,6 +37,10 @@ section h3 { font-size: .95rem; margin: .5rem 0; }
 #events time { color: var(--muted); margin-right: .5rem; }
 #admin { display: flex; flex-wrap: wrap; gap: .5rem; align-items: center; }
 #admin input { font: inherit; padding: .4rem; min-width: 12rem; flex: 1; }
+#today { border-collapse: collapse; font-size: .9rem; width: 100%; max-width: 40rem; }
+#today th, #today td { text-align: left; padding: .2rem .6rem .2rem 0; border-bottom: 1px solid var(--card); }
+#today td:nth-child(2), #today td:nth-child(3) { font-variant-numeric: tabular-nums; }
+#today tr.site td { font-weight: 600; }
 #message { color: var(--muted); font-size: .85rem; min-height: 1.2em; }
 </style>
 </head>
@@ -49,6 +53,10 @@ section h3 { font-size: .95rem; margin: .5rem 0; }
   <span id="live" class="pill">live</span>
 </header>
 <main id="chairs"></main>
+<section id="today-section">
+  <h3 id="today-title">Today</h3>
+  <table id="today"><thead><tr><th>chair</th><th>uses</th><th>minutes</th><th>takings</th></tr></thead><tbody></tbody></table>
+</section>
 <section id="admin-section">
   <h3>Actions</h3>
   <div id="admin">
@@ -144,6 +152,13 @@ section h3 { font-size: .95rem; margin: .5rem 0; }
       }
       return card;
     }));
+    if (snap.today) {
+      const t = snap.today;
+      const money = (k) => Object.entries(k.takings).map(([m, a]) => m + ' ' + a).join(', ') || '-';
+      const row = (name, k, cls) => { const tr = el('tr', cls); tr.append(el('td', '', name), el('td', '', String(k.uses)), el('td', '', String(k.minutes)), el('td', '', money(k))); return tr; };
+      $('today-title').textContent = 'Today, ' + t.date + (t.capped ? ' (capped)' : '');
+      $('today').tBodies[0].replaceChildren(...Object.entries(t.chairs).map(([id, k]) => row(id, k, '')), row('site', t.site, 'site'));
+    }
     $('checks').replaceChildren(...Object.entries(snap.checks).map(([k, v]) => el('li', '', (v.ok ? 'ok ' : 'PROBLEM ') + k + ': ' + v.detail)));
     $('events').replaceChildren(...snap.events.map((e) => { const li = el('li'); li.append(el('time', '', e.at.slice(11, 19)), document.createTextNode(e.text)); return li; }));
   }

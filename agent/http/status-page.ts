@@ -174,6 +174,7 @@ export class StatusPage implements Component {
       broker: broker.connected,
       backlog: backlogFigures(this.deps),
       chairs,
+      today: this.deps.today(),
       events: [...this.events].reverse(),
       admin: this.admin.configured,
       startMinutes: { min: this.deps.config.start.minMinutes, max: this.deps.config.start.maxMinutes, default: this.deps.config.vendor.sessionMinutes },

@@ -79,7 +79,7 @@ export class Topics {
     const rest = topic.slice(base.length);
     if (rest.startsWith('transactions/')) return 'transaction';
     if (rest.startsWith('bridge/response/')) return 'response';
-    if (rest.startsWith('bridge/')) return 'bridge';
+    if (rest.startsWith('bridge/') || rest === 'summary') return 'bridge';
     if (rest.endsWith('/start/response')) return 'response';
     if (rest.endsWith('/availability')) return 'availability';
     return 'chair';
@@ -91,6 +91,11 @@ export class Topics {
 
   get bridgeInfo(): string {
     return `${this.base}/bridge/info`;
+  }
+
+  /** Today at a glance (retained). */
+  get summary(): string {
+    return `${this.base}/summary`;
   }
 
   chair(deviceId: string): string {

@@ -262,6 +262,8 @@ export class Outbox extends EventEmitter<OutboxEvents> {
         `SELECT ${COLUMNS} FROM transactions INDEXED BY transactions_received WHERE received_at BETWEEN ? AND ? AND seq BETWEEN ? AND ? ORDER BY received_at, seq LIMIT ?`,
       ),
       byIds: db.prepare(`SELECT ${COLUMNS} FROM transactions WHERE transaction_id = ? AND status = ?`),
+      containing: db.prepare(`SELECT ${COLUMNS} FROM transactions WHERE seq BETWEEN ? AND ? AND instr(record, ?) > 0 ORDER BY seq`),
+      maxSeq: db.prepare('SELECT MAX(seq) FROM transactions').pluck(),
       deliver: db.prepare(DELIVER_SQL),
       oldestPending: db.prepare('SELECT received_at FROM transactions WHERE delivered_at IS NULL AND parked_at IS NULL ORDER BY seq LIMIT 1').pluck(),
       oldestParked: db.prepare('SELECT MIN(received_at) FROM transactions WHERE delivered_at IS NULL AND parked_at IS NOT NULL').pluck(),
@@ -489,6 +491,20 @@ export class Outbox extends EventEmitter<OutboxEvents> {
     return this.guard('reading stored transactions', () =>
       (byTime ? this.stmt.byTime.all(from, to, fromSeq, toSeq, limit) : this.stmt.bySeq.all(fromSeq, toSeq, from, to, limit)) as StoredRecord[],
     );
+  }
+
+  /**
+   * Stored records in a seq range whose text contains `text` (today's summary looks for its date),
+   * oldest first. The rows are matched inside SQLite, so a range of thousands of other days' rows
+   * costs a scan, not thousands of objects.
+   */
+  containing(text: string, fromSeq: number, toSeq: number): StoredRecord[] {
+    return this.guard('reading stored transactions', () => this.stmt.containing.all(fromSeq, toSeq, text) as StoredRecord[]);
+  }
+
+  /** The newest record's seq (0 when there is none). */
+  lastSeq(): number {
+    return this.guard('reading stored transactions', () => (this.stmt.maxSeq.get() as number | null) ?? 0);
   }
 
   /** The stored record with this TransactionId and Status, delivered or not. */

@@ -101,6 +101,43 @@ describeWith('mosquitto', 'a vendor account that spans sites (vendor.location)',
   });
 });
 
+describeWith('mosquitto', 'today at a glance', () => {
+  type Totals = { uses: number; minutes: number; takings: Record<string, string>; total: string };
+  type Summary = { date: string; timeZone: string; site: Totals; chairs: Record<string, Totals> };
+  const satang = (amount: string | undefined): bigint => BigInt((amount ?? '0.00').replace('.', ''));
+
+  it("publishes today's uses, minutes and exact takings on B/summary, /metrics and the bridge API, counting a use once", async () => {
+    const before = (await request('summary', '{}'))['data'] as Summary;
+    expect(before.timeZone).toBe('Asia/Bangkok');
+    const was = before.chairs['MC7001'] ?? { uses: 0, minutes: 0, takings: {}, total: '0.00' };
+    const since = sub.mark();
+    expect(sim.paidUse('MC7001', 1).ok).toBe(true);
+    // The webhook's "playing" record, then the list's "finished" one: one use.
+    const finished = (m: Received): boolean => m.topic === `${B}/transactions/MC7001` && (JSON.parse(m.text) as { Status: string }).Status === 'finished';
+    await sub.waitFor(finished, 'the session finished and published', since, 20_000);
+    await request('sync', '{}');
+    const summary = (await request('summary', '{}'))['data'] as Summary;
+    expect(summary.chairs['MC7001']?.uses).toBe(was.uses + 1);
+    const published = sub.messages.slice(since).filter((m) => m.topic === `${B}/summary`).map((m) => JSON.parse(m.text) as Summary);
+    expect(published.map((p) => p.chairs['MC7001']?.uses ?? 0)).toContain(was.uses + 1);
+    expect(Math.max(...published.map((p) => p.chairs['MC7001']?.uses ?? 0))).toBe(was.uses + 1);
+    const now = summary.chairs['MC7001']!;
+    expect(now.minutes).toBe(was.minutes + 1);
+    expect(satang(now.takings['promptpay']) - satang(was.takings['promptpay'])).toBe(2000n); // 20.00 a minute in the simulator
+    // Only this Location's chairs; the site's line adds up.
+    expect(Object.keys(summary.chairs).every((id) => id === 'MC7001' || id === 'MC7003')).toBe(true);
+    expect(summary.site.uses).toBe(Object.values(summary.chairs).reduce((n, c) => n + c.uses, 0));
+    // Retained: a late subscriber gets it.
+    const late = await Subscriber.connect(broker.url, `${B}/summary`);
+    const retained = await late.waitFor(() => true, 'the retained summary');
+    expect(retained.retain).toBe(true);
+    await late.close();
+    const metrics = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+    expect(metrics).toContain(`chair_agent_day_uses_total{device_id="MC7001"} ${now.uses}`);
+    expect(metrics).toContain(`chair_agent_day_takings_total{device_id="MC7001",method="promptpay"} ${Number(now.takings['promptpay'])}`);
+  });
+});
+
 describeWith('mosquitto', 'bridge request API', () => {
   it('answers health_check, info, outbox and chairs', async () => {
     const health = await request('health_check', '{"transaction":"h-1"}');

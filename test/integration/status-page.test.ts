@@ -35,6 +35,7 @@ beforeAll(async () => {
       { vendorUrl: sim.url, brokerUrl: broker.url },
       {
         site: { id: 'page' },
+        transactions: { syncSchedule: '* * * * * *' },
         http: { host: '127.0.0.1', port: 0, adminToken: TOKEN },
         gpio: { driver: 'sim', statusLed: 5, chairs: [{ deviceId: 'MC7001', button: 17, led: 27 }, { deviceId: 'MC7002', button: 22, led: 23 }] },
       },
@@ -79,6 +80,14 @@ describeWith(['chromium', 'mosquitto'], 'status page in Chromium', () => {
     await expect.poll(() => card('MC7002').textContent(), { timeout: 15_000 }).toContain('slow blink: running');
     await expect.poll(() => card('MC7002').locator('.remaining').textContent()).toMatch(/^[45]:\d\d$/);
     await expect.poll(() => page.locator('#events').textContent()).toContain('MC7002');
+  });
+
+  it("shows today's uses, minutes and takings per chair and for the site", async () => {
+    // The paid use above: 5 minutes at 20.00 a minute in the simulator.
+    const row = page.locator('#today tbody tr', { hasText: 'MC7002' });
+    await expect.poll(() => row.textContent(), { timeout: 15_000 }).toBe('MC700215promptpay 100.00');
+    await expect.poll(() => page.locator('#today tr.site').textContent()).toBe('site15promptpay 100.00');
+    expect(await page.locator('#today-title').textContent()).toMatch(/^Today, \d{4}-\d\d-\d\d$/);
   });
 
   it('keeps Start disabled until the server accepts the token, then starts for the minutes asked', async () => {
