@@ -9,7 +9,7 @@ import { mosquittoPath } from '../../bench/lib/broker.js';
  * reporter counts into one line at the end of the run ("N tests skipped: install mosquitto to
  * run them"). Nothing fails for a missing tool.
  */
-export type Tool = 'mosquitto' | 'mosquitto clients' | 'curl' | 'prometheus' | 'gpiod addon' | 'systemd' | 'python3' | 'chromium' | 'root' | 'a Node.js older than 22';
+export type Tool = 'mosquitto' | 'mosquitto clients' | 'curl' | 'prometheus' | 'gpiod addon' | 'systemd' | 'python3' | 'chromium' | 'rabbitmq' | 'root' | 'a Node.js older than 22';
 
 const onPath = (cmd: string): boolean => spawnSync('sh', ['-c', `command -v ${cmd}`], { stdio: 'ignore' }).status === 0;
 
@@ -22,6 +22,7 @@ const detect: Record<Tool, () => boolean> = {
   systemd: () => onPath('systemd-analyze') && onPath('systemctl') && onPath('systemd-notify'),
   python3: () => spawnSync('python3', ['-c', 'import socket; socket.recv_fds']).status === 0,
   chromium: () => existsSync('/usr/bin/chromium'),
+  rabbitmq: () => existsSync('/usr/lib/rabbitmq/bin/rabbitmq-server') && onPath('openssl'),
   root: () => process.getuid?.() === 0,
   'a Node.js older than 22': () => oldNode() !== null,
 };
