@@ -87,6 +87,11 @@ describe('the installed CLI reads the secrets the service gets', () => {
     const noSecrets = await runAs(NOBODY, ['doctor', '--config', config]);
     expect(noSecrets.code).toBe(78);
     expect(noSecrets.stderr).toBe(`chair-agent: cannot read the stored secrets in ${credentials} (permission denied); run it as root: sudo chair-agent doctor --config ${config}\n`);
+    // Not "not set" for secrets that are set: it cannot tell, and says so.
+    const list = await runAs(NOBODY, ['secrets', 'list', '--config', config]);
+    expect(list.code).toBe(1);
+    expect(list.stdout).toBe('');
+    expect(list.stderr).toBe(`chair-agent: cannot read ${credentials} (permission denied); run it as root: sudo chair-agent secrets list --config ${config}\n`);
     expect(statSync(etc).uid).toBe(0);
   });
 });

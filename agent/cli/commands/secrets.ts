@@ -81,17 +81,26 @@ function writeSecretFile(file: string, value: string): void {
  * history or in `ps`), `secrets unset NAME`, `secrets list` (which are set, never their values).
  * They are the systemd credentials the unit hands the service, in /etc/chair-agent/credentials.
  */
+/** The stored secret's length; 0 when there is no file. Permission problems are thrown. */
+function storedLength(file: string): number {
+  try {
+    return readFileSync(file).length;
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return 0;
+    throw err;
+  }
+}
+
 export async function secretsCommand(args: ParsedArgs, ctx: CommandContext): Promise<number> {
   const [action, name, ...extra] = args.positionals;
   const dir = storeDir(args, ctx);
   const again = (what: string): string => `sudo chair-agent secrets ${what}${args.config ? ` --config ${args.config}` : ''}`;
   if (action === 'list' && name === undefined) {
     try {
-      for (const n of NAMES) {
-        const file = join(dir, n);
-        const set = existsSync(file) && readFileSync(file).length > 0;
-        ctx.stdout(`${n.padEnd(16)} ${set ? 'set' : 'not set'}\n`);
-      }
+      // Read every file before printing: existsSync() says "absent" for a file it may not see, so a
+      // user without the right to look was told every secret was "not set".
+      const lines = NAMES.map((n) => `${n.padEnd(16)} ${storedLength(join(dir, n)) > 0 ? 'set' : 'not set'}\n`);
+      for (const line of lines) ctx.stdout(line);
       return EXIT_OK;
     } catch (err) {
       if (!denied(err)) throw err;
