@@ -8,6 +8,7 @@ import { errorMessage } from './errors.js';
 import { agentVersion } from './version.js';
 import { bridgeInfo, registerGauges } from './agent-status.js';
 import { TodaySummary } from './summary/today.js';
+import { volatileStorage } from './store/volatile-storage.js';
 import { registerTodayMetrics } from './summary/today-metrics.js';
 import type { Component } from './components/component.js';
 import { Poller } from './components/poller.js';
@@ -354,12 +355,17 @@ export function build(config: Config, deps: AgentDeps): Agent {
   // The file is looked at every 30 s as well as before each write (a stat: no disk write), so a
   // database deleted while the box is idle is recreated, its waiting records kept, and reported.
   let fileCheck: Timer | null = null;
+  // A database the next power cut empties (tmpfs, Raspberry Pi OS's overlay) is not healthy,
+  // however well it takes writes: /healthz says so and what to change.
+  const volatile = volatileStorage(config.storage.path);
+  const databaseDetail = (detail: string): string => (volatile ? `${detail}, but volatile: ${volatile.advice}` : detail);
   const webhookCommits = new GroupCommit(outbox, 'webhook', clock, annotate);
   const store: Component = {
     name: 'store',
     start: () => {
       outbox.open();
-      health.set('database', true, 'writable');
+      health.set('database', volatile === null, databaseDetail('writable'));
+      if (volatile) storeLog.error({ fileSystem: volatile.fileSystem }, volatile.advice);
       fileCheck = clock.setInterval(() => {
         try {
           outbox.ensureFile('checking the database file');
@@ -377,7 +383,7 @@ export function build(config: Config, deps: AgentDeps): Agent {
   };
   const storeLog = child('store');
   outbox.on('writable', (ok, detail) => {
-    health.set('database', ok, detail);
+    health.set('database', ok && volatile === null, ok ? databaseDetail(detail) : detail);
     if (ok) storeLog.info('database writable again');
     else storeLog.error({ err: detail }, 'database not writable; the agent keeps running and keeps what it has stored');
   });

@@ -40,7 +40,7 @@ describe('the README and docs', () => {
     for (const doc of DOCS) {
       for (const block of fences(read(doc)).filter((b) => b.lang === 'sh')) {
         for (const line of block.body.split('\n').map(command)) {
-          for (const [, verb] of line.matchAll(/\bchair-agent ([a-z][a-z-]*)/g)) if (!(verb! in VERB_HELP) && !['--version', '--help'].includes(verb!)) wrong.push(`${doc}: ${line}`);
+          for (const [, verb] of line.matchAll(/(?:^|[\s;&|(])chair-agent ([a-z][a-z-]*)/g)) if (!(verb! in VERB_HELP) && !['--version', '--help'].includes(verb!)) wrong.push(`${doc}: ${line}`);
           for (const [, script] of line.matchAll(/\bnpm run ([\w:-]+)/g)) if (!scripts.includes(script!)) wrong.push(`${doc}: ${line}`);
         }
       }

@@ -5,6 +5,7 @@ import { endpointOptions } from '../../mqtt/client-options.js';
 import { buttonBias, vendorFromConfig } from '../../build.js';
 import { systemClock } from '../../clock.js';
 import { redactUrl } from '../../config/redact.js';
+import { volatileStorage } from '../../store/volatile-storage.js';
 import type { Config } from '../../config/schema.js';
 import { parseVendorTime } from '../../core/vendor-time.js';
 import { errorCode, errorMessage } from '../../errors.js';
@@ -40,6 +41,12 @@ export interface DoctorOptions {
 }
 
 function databaseCheck(config: Config): CheckLine {
+  const line = databaseAccessCheck(config);
+  const volatile = line.ok ? volatileStorage(config.storage.path) : null;
+  return volatile ? { name: line.name, ok: false, detail: `${line.detail}; but it is on ${volatile.fileSystem}, emptied by a power cut`, hint: volatile.advice } : line;
+}
+
+function databaseAccessCheck(config: Config): CheckLine {
   const path = config.storage.path;
   const name = 'database';
   if (!existsSync(path)) {
