@@ -117,6 +117,7 @@ install_app() {
   find "$new/app/node_modules" -path '*/build/Release/obj*' -prune -exec rm -rf {} +
   find "$new/app/node_modules" -mindepth 1 -type d -empty -delete
   cp "$SRC/scripts/pkg/site-setup.sh" "$new/lib/site-setup.sh"
+  install -m 0755 "$SRC/scripts/pkg/crash-guard.sh" "$new/lib/crash-guard.sh"
   sed -e "s#@ARCH@#$DEB_ARCH#g" -e "s#@MACHINE@#$(uname -m)#g" -e "s#@LOADER@#$LOADER#g" \
     -e "s#@ENTRY@#$("$RUNTIME_SRC/bin/node" -p "require('$SRC/package.json').bin['chair-agent']")#g" -e 's# @NODE_FLAGS@##g' \
     "$SRC/scripts/pkg/launcher.sh" > "$new/bin/chair-agent"

@@ -23,6 +23,8 @@ describeWith('systemd', 'the systemd unit', () => {
     mkdirSync(join(root, 'opt/chair-agent/bin'), { recursive: true });
     cpSync('/usr/lib/systemd/system', join(root, 'usr/lib/systemd/system'), { recursive: true, verbatimSymlinks: true });
     writeFileSync(join(root, 'opt/chair-agent/bin/chair-agent'), '#!/bin/sh\n', { mode: 0o755 });
+    mkdirSync(join(root, 'opt/chair-agent/lib'), { recursive: true });
+    writeFileSync(join(root, 'opt/chair-agent/lib/crash-guard.sh'), '#!/bin/sh\n', { mode: 0o755 });
     cpSync(UNIT, join(root, 'etc/systemd/system/chair-agent.service'));
     const r = spawnSync('systemd-analyze', ['verify', `--root=${root}`, '/etc/systemd/system/chair-agent.service'], { encoding: 'utf8' });
     expect(r.status, r.stderr).toBe(0);
@@ -46,6 +48,54 @@ describeWith('systemd', 'the systemd unit', () => {
     for (const cred of ['vendor-api-key', 'webhook-secret', 'mqtt-password']) {
       expect(unit).toContain(`LoadCredential=${cred}:/etc/chair-agent/credentials/${cred}`);
     }
+  });
+});
+
+describe('the crash-loop guard (lib/crash-guard.sh, in place of the start rate limit)', () => {
+  const GUARD = join(ROOT, 'scripts', 'pkg', 'crash-guard.sh');
+  const guard = (log: string, mode: 'record' | 'check', env: Record<string, string> = {}) =>
+    spawnSync('sh', [GUARD, mode], { encoding: 'utf8', env: { PATH: process.env['PATH'], CHAIR_AGENT_CRASH_LOG: log, ...env } });
+  const crash = { SERVICE_RESULT: 'exit-code', EXIT_CODE: 'exited', EXIT_STATUS: '1' };
+
+  it('lets an installer restart as often as they like: clean stops and config errors are not crashes', () => {
+    const log = join(mkdtempSync(join(tmpdir(), 'crash-')), 'crashes');
+    for (let i = 0; i < 20; i++) {
+      expect(guard(log, 'check').status).toBe(0);
+      // Alternately a bad config (exit 78) and a manual restart of a running agent (exit 0 on SIGTERM).
+      guard(log, 'record', i % 2 === 0 ? { SERVICE_RESULT: 'exit-code', EXIT_CODE: 'exited', EXIT_STATUS: '78' } : { SERVICE_RESULT: 'success', EXIT_CODE: 'exited', EXIT_STATUS: '0' });
+    }
+    expect(guard(log, 'check').status).toBe(0);
+  });
+
+  it('stops a crash loop after 5 crashes in 5 minutes, and the next manual start runs', () => {
+    const log = join(mkdtempSync(join(tmpdir(), 'crash-')), 'crashes');
+    for (const result of [crash, { SERVICE_RESULT: 'signal', EXIT_CODE: 'killed', EXIT_STATUS: 'KILL' }, { SERVICE_RESULT: 'watchdog', EXIT_CODE: 'killed', EXIT_STATUS: 'ABRT' }, crash]) {
+      guard(log, 'record', result);
+      expect(guard(log, 'check').status).toBe(0);
+    }
+    guard(log, 'record', crash);
+    const stopped = guard(log, 'check');
+    expect(stopped.status).toBe(78);
+    expect(stopped.stderr).toContain('crashed 5 times in the last 5 minutes');
+    // The unit does not restart exit 78; ExecStopPost records it as no crash; a manual start runs.
+    guard(log, 'record', { SERVICE_RESULT: 'exit-code', EXIT_CODE: 'exited', EXIT_STATUS: '78' });
+    expect(guard(log, 'check').status).toBe(0);
+  });
+
+  it('forgets crashes older than 5 minutes', () => {
+    const log = join(mkdtempSync(join(tmpdir(), 'crash-')), 'crashes');
+    const old = Math.floor(Date.now() / 1000) - 301;
+    writeFileSync(log, `${old}\n${old}\n${old}\n${old}\n`);
+    guard(log, 'record', crash);
+    expect(guard(log, 'check').status).toBe(0);
+  });
+
+  it('is what the unit runs: no start rate limit, the guard after every stop', () => {
+    const unit = readFileSync(UNIT, 'utf8');
+    expect(unit).toMatch(/^StartLimitIntervalSec=0$/m);
+    expect(unit).toMatch(/^ExecStopPost=\/opt\/chair-agent\/lib\/crash-guard\.sh record$/m);
+    expect(unit).toMatch(/^Environment=CHAIR_AGENT_CRASH_LOG=\/var\/lib\/chair-agent\/crashes$/m);
+    expect(readFileSync(join(ROOT, 'scripts', 'pkg', 'launcher.sh'), 'utf8')).toContain('sh "$top/lib/crash-guard.sh" check || exit 78');
   });
 });
 
