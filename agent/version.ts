@@ -24,8 +24,22 @@ export function packageRoot(): string | null {
   return null;
 }
 
-/** The package version. */
+let built: string | null | undefined;
+
+/**
+ * This build's version: package.json's semver plus the commit it was built from
+ * (dist/agent/build-info.json, written by npm run build: "0.2.0+131.g1a2b3c4d5e"), else
+ * package.json's alone.
+ */
 export function agentVersion(): string {
-  packageRoot();
-  return found?.version ?? '0.0.0';
+  const root = packageRoot();
+  if (built === undefined) {
+    try {
+      const info = JSON.parse(readFileSync(join(root ?? '.', 'dist', 'agent', 'build-info.json'), 'utf8')) as { version?: unknown };
+      built = typeof info.version === 'string' && info.version !== '' ? info.version : null;
+    } catch {
+      built = null;
+    }
+  }
+  return built ?? found?.version ?? '0.0.0';
 }

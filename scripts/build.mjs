@@ -4,10 +4,11 @@
 // there is no compiler; the demo, the tests and gpio.driver sim do not need them).
 // Run on the project's runtime (sh scripts/node scripts/build.mjs).
 import { spawnSync } from 'node:child_process';
-import { chmodSync } from 'node:fs';
+import { chmodSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { buildVersion } from './build-version.mjs';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const require = createRequire(import.meta.url);
@@ -20,4 +21,6 @@ function step(args) {
 step([require.resolve('typescript/bin/tsc'), '-p', 'tsconfig.build.json']);
 step([join(ROOT, 'scripts', 'bundle.mjs')]);
 chmodSync(join(ROOT, 'dist', 'agent', 'main.js'), 0o755);
+// What `chair-agent --version` and bridge/info print: this build, not only package.json's release.
+writeFileSync(join(ROOT, 'dist', 'agent', 'build-info.json'), `${JSON.stringify({ version: buildVersion(ROOT) })}\n`);
 step([join(ROOT, 'scripts', 'native-deps.mjs'), '--quiet']);

@@ -79,7 +79,8 @@ describeWith('root', 'scripts/install.sh into a staging root', () => {
     expect(modules).not.toContain('typescript');
     expect(modules.filter((m) => m.startsWith('node-linux-'))).toEqual([]);
     const version = spawnSync(join(stage, 'opt/chair-agent/bin/chair-agent'), ['--version'], { encoding: 'utf8', env: { PATH: '/usr/bin:/bin' } });
-    expect(version.stdout.trim()).toMatch(/^\d+\.\d+\.\d+$/);
+    // package.json's release and, from a git checkout, the commit count and hash.
+    expect(version.stdout.trim()).toMatch(/^\d+\.\d+\.\d+(\+\d+\.g[0-9a-f]{10}(\.dirty)?)?$/);
 
     const before = manifest(stage);
     const second = install(stage, [], env);
