@@ -467,6 +467,66 @@ async function checkDeb() {
   rmSync(root, { recursive: true, force: true });
 }
 
+/**
+ * The fleet's apt repository (scripts/pkg/apt-repo.mjs, `npm run package -- --apt-repo`): signed
+ * with a key made here, served over loopback HTTP, added to a fresh Debian 12 root with the one
+ * line of docs/FLEET.md; install, then a newer build published to stable reaches the box by an
+ * unattended `apt-get upgrade`, and one published to canary only does not.
+ */
+async function checkRepo() {
+  if (process.getuid?.() !== 0) throw new CheckFailed('the repository check needs root (chroot, apt)');
+  for (const tool of ['reprepro', 'gpg']) if (sh('sh', ['-c', `command -v ${tool}`]).code !== 0) throw new CheckFailed(`${tool} is missing (apt install reprepro gnupg)`);
+  const { publishAptRepo } = await import('./pkg/apt-repo.mjs');
+  const deb = join(PKG, `chair-agent_${VERSION}_amd64.deb`);
+  const work = mkdtempSync(join(tmpdir(), 'pkgcheck-repo-'));
+  mkdirSync(join(work, 'tmp'));
+  const gnupg = join(work, 'gnupg');
+  mkdirSync(gnupg, { mode: 0o700 });
+  process.env.GNUPGHOME = gnupg;
+  const gen = sh('gpg', ['--batch', '--passphrase', '', '--quick-gen-key', 'chair-agent fleet (package check) <fleet@chair-agent.dev>', 'ed25519', 'sign', 'never']);
+  expect(gen.code === 0, 'a signing key for the fleet (gpg)', gen.out);
+  const fpr = /^fpr:+([0-9A-F]{40}):/m.exec(sh('gpg', ['--batch', '--with-colons', '--list-secret-keys']).stdout)?.[1];
+  const repo = join(work, 'repo');
+  publishAptRepo({ dir: repo, suite: 'stable', debs: [deb], signWith: fpr });
+  expect(existsSync(join(repo, 'dists', 'stable', 'InRelease')) && existsSync(join(repo, 'chair-agent.asc')), 'the stable suite is published and signed (InRelease), with the public key beside it');
+
+  // A web server of its own process: the chroot's apt runs while this one waits in spawnSync.
+  const port = await freePort();
+  const server = daemon('python3', ['-m', 'http.server', String(port), '--bind', '127.0.0.1', '--directory', repo]);
+  await waitFor(() => portOpen(port), 'the repository served on loopback');
+  const url = `http://127.0.0.1:${port}`;
+  const root = debianRoot();
+  const mounted = sh('mount', ['-t', 'proc', 'proc', join(root, 'proc')]).code === 0;
+  const inRoot = (args, opts = {}) => sh('chroot', [root, ...args], { input: opts.input ?? '', env: { PATH: '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin', HOME: '/root', LANG: 'C.UTF-8', DEBIAN_FRONTEND: 'noninteractive' } });
+  try {
+    // docs/FLEET.md's line, with the key fetched from where the repository is served.
+    mkdirSync(join(root, 'etc/apt/keyrings'), { recursive: true });
+    writeFileSync(join(root, 'etc/apt/keyrings/chair-agent.asc'), readFileSync(join(repo, 'chair-agent.asc')));
+    writeFileSync(join(root, 'etc/apt/sources.list.d/chair-agent.list'), `deb [signed-by=/etc/apt/keyrings/chair-agent.asc] ${url} stable main\n`);
+    const update = inRoot(['apt-get', 'update']);
+    expect(update.code === 0 && !/NO_PUBKEY|not signed|Err:/.test(update.out), 'apt-get update trusts the signed repository', update.out.slice(-2000));
+    const install = inRoot(['apt-get', 'install', '-y', '--no-install-recommends', 'chair-agent']);
+    const version = () => inRoot(['dpkg-query', '-W', '-f=${Version}', 'chair-agent']).stdout;
+    expect(install.code === 0 && version() === VERSION, `apt-get install chair-agent from the repository (${version()})`, install.out.slice(-2000));
+
+    const newer = variantDeb(work, deb, 'chair-agent-newer.deb', (dir) => {
+      const control = join(dir, 'DEBIAN', 'control');
+      writeFileSync(control, readFileSync(control, 'utf8').replace(/^Version: .*$/m, `Version: ${VERSION}.1`));
+    });
+    publishAptRepo({ dir: repo, suite: 'canary', debs: [join(work, 'tmp', newer)], signWith: fpr });
+    const canaryOnly = inRoot(['sh', '-c', 'apt-get update -qq && apt-get upgrade -y']);
+    expect(canaryOnly.code === 0 && version() === VERSION, 'a build published to canary only does not reach a stable box', canaryOnly.out.slice(-1500));
+    publishAptRepo({ dir: repo, suite: 'stable', debs: [join(work, 'tmp', newer)], signWith: fpr });
+    const upgrade = inRoot(['sh', '-c', 'apt-get update -qq && apt-get upgrade -y']);
+    expect(upgrade.code === 0 && version() === `${VERSION}.1`, `promoted to stable, it arrives by an unattended apt-get upgrade (${version()})`, upgrade.out.slice(-2000));
+  } finally {
+    server.child.kill('SIGTERM');
+    if (mounted) sh('umount', ['-l', join(root, 'proc')]);
+    rmSync(root, { recursive: true, force: true });
+    rmSync(work, { recursive: true, force: true });
+  }
+}
+
 /** lintian on both packages: clean apart from the overrides the package carries, each with its reason. */
 function checkLintian() {
   if (sh('sh', ['-c', 'command -v lintian']).code !== 0) throw new CheckFailed('lintian is missing (apt install lintian)');
@@ -485,6 +545,7 @@ try {
   if (!existsSync(MAIN)) throw new CheckFailed('dist/agent/main.js is missing: npm run build');
   if (want('arm64')) await checkArm64();
   if (want('deb')) await checkDeb();
+  if (want('repo')) await checkRepo();
   if (want('lintian')) checkLintian();
   say('all package checks passed');
 } catch (err) {

@@ -299,10 +299,26 @@ function packageTarget(t, epoch) {
   say(`${t.deb}: ${relative(ROOT, deb)} (${mb(deb)}), ${relative(ROOT, tarball)} (${mb(tarball)})`);
 }
 
-const wanted = process.argv.slice(2).filter((a) => !a.startsWith('-'));
+// `npm run package -- [arm64|amd64] [--apt-repo DIR --suite canary|stable --sign-with KEY]`
+const argv = process.argv.slice(2);
+const option = (name) => {
+  const i = argv.indexOf(name);
+  return i >= 0 ? argv[i + 1] : undefined;
+};
+const optionValues = new Set(['--apt-repo', '--suite', '--sign-with'].map(option).filter(Boolean));
+const wanted = argv.filter((a) => !a.startsWith('-') && !optionValues.has(a));
 for (const w of wanted) if (!TARGETS[w]) throw new Error(`unknown architecture ${w}; known: ${Object.keys(TARGETS).join(', ')}`);
 if (!existsSync(join(ROOT, ENTRY))) throw new Error(`${ENTRY} is not built: npm run build`);
 if (!have('dpkg-deb')) throw new Error('dpkg-deb is needed to write the .deb (apt install dpkg)');
 const epoch = sourceDateEpoch();
-for (const name of wanted.length > 0 ? wanted : Object.keys(TARGETS)) packageTarget(TARGETS[name], epoch);
+const built = wanted.length > 0 ? wanted : Object.keys(TARGETS);
+for (const name of built) packageTarget(TARGETS[name], epoch);
 rmSync(WORK, { recursive: true, force: true });
+const repo = option('--apt-repo');
+if (repo) {
+  const { publishAptRepo } = await import('./pkg/apt-repo.mjs');
+  const suite = option('--suite') ?? 'canary';
+  const debs = built.map((name) => join(OUT, `chair-agent_${VERSION}_${TARGETS[name].deb}.deb`));
+  const key = publishAptRepo({ dir: resolve(repo), suite, debs, signWith: option('--sign-with') });
+  say(`published ${VERSION} to the ${suite} suite of ${repo} (public key: ${relative(ROOT, key)})`);
+}
