@@ -320,6 +320,10 @@ export function build(config: Config, deps: AgentDeps): Agent {
     ready: () => gpioReady,
     specs: buttonSpecs,
     input: { activeLow: config.gpio.activeLow, debounceMs: config.gpio.debounceMs, bias: buttonBias(config) },
+    onFailure: () => {
+      const failed = [...buttons.failed(), ...leds.failed()];
+      health.set('gpio', false, `${failed.length} line(s) cannot be used: ${failed.join('; ')}`);
+    },
     starts,
     logger: gpioLog,
     metrics,

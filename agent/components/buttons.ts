@@ -25,6 +25,8 @@ export class Buttons implements Component {
       starts: StartService;
       logger: Logger;
       metrics: Metrics;
+      /** A button line stopped working after it was opened (health, the status LED). */
+      onFailure?: () => void;
     },
   ) {}
 
@@ -32,7 +34,8 @@ export class Buttons implements Component {
     if (!this.deps.ready()) return;
     for (const spec of this.deps.specs) {
       try {
-        this.inputs.push(this.deps.driver.openInput(spec.pin, this.deps.input, () => this.pressed(spec.deviceId)));
+        const input = { ...this.deps.input, onFailure: (err: Error) => this.lineFailed(spec.deviceId, err) };
+        this.inputs.push(this.deps.driver.openInput(spec.pin, input, () => this.pressed(spec.deviceId)));
       } catch (err) {
         this.failures.push(`button of ${spec.deviceId}: ${errorMessage(err)}`);
         this.deps.logger.error({ deviceId: spec.deviceId, pin: spec.pin, err: errorMessage(err) }, 'cannot open button line');
@@ -44,7 +47,12 @@ export class Buttons implements Component {
     for (const input of this.inputs.splice(0)) input.close();
   }
 
-  /** Why each button that could not be opened failed. */
+  private lineFailed(deviceId: string, err: Error): void {
+    this.failures.push(`button of ${deviceId}: ${errorMessage(err)}`);
+    this.deps.onFailure?.();
+  }
+
+  /** Why each button that could not be opened, or stopped working, failed. */
   failed(): string[] {
     return [...this.failures];
   }

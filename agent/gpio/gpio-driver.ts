@@ -8,6 +8,11 @@ export interface InputOptions {
   debounceMs: number;
   /** Pull resistor on the line (gpiod; sysfs cannot set one). */
   bias?: Bias;
+  /**
+   * The line stopped working after it was opened (its chip went away): the driver has released
+   * it, and no press will come from it any more.
+   */
+  onFailure?: (error: GpioError) => void;
 }
 
 export interface GpioInput {

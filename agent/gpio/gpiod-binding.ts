@@ -53,7 +53,12 @@ export interface GpiodBinding {
   request(path: string, offset: number, config: LineConfig): number;
   getValue(fd: number): 0 | 1;
   setValue(fd: number, value: 0 | 1): void;
-  watch(fd: number, onEvents: (events: LineEvent[]) => void): unknown;
+  /**
+   * Calls `onEvents` with each batch of edge events. If polling or reading the line fails (the
+   * chip went away), the watcher stops and `onEvents` gets the events read before and the error
+   * (with an errno `code`), once. A gap in `seqno` means the kernel's event buffer overflowed.
+   */
+  watch(fd: number, onEvents: (events: LineEvent[], error?: Error & { code?: string }) => void): unknown;
   unwatch(watcher: unknown): void;
   release(fd: number): void;
 }

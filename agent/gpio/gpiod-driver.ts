@@ -173,9 +173,16 @@ export class GpiodDriver implements GpioDriver {
     });
     const binding = this.binding as GpiodBinding;
     let watcher: unknown;
+    let lastSeqno: number | null = null;
     try {
-      watcher = binding.watch(fd, (events) => {
+      watcher = binding.watch(fd, (events, error) => {
         for (const e of events) {
+          // The kernel numbers each line's events: a gap is events its buffer dropped (a burst
+          // faster than the agent read them). A press among them is lost; say so.
+          if (lastSeqno !== null && e.seqno > lastSeqno + 1) {
+            this.opts.logger.warn({ bcm, lost: e.seqno - lastSeqno - 1 }, "button events lost: the kernel's event buffer overflowed");
+          }
+          lastSeqno = e.seqno;
           try {
             onChange?.(e.rising, e.timestampMs);
             if (e.rising) onPress();
@@ -183,6 +190,7 @@ export class GpiodDriver implements GpioDriver {
             this.opts.logger.error({ bcm, err: errorMessage(err) }, 'button handler failed');
           }
         }
+        if (error) this.lineFailed(fd, ref, bcm, error, options);
       });
     } catch (err) {
       binding.release(fd);
@@ -190,6 +198,22 @@ export class GpiodDriver implements GpioDriver {
     }
     this.lines.set(fd, { fd, watcher, bcm });
     return { close: () => this.release(fd) };
+  }
+
+  /** A watched line failed (its chip is gone): released, logged, and reported to its owner. */
+  private lineFailed(fd: number, ref: LineRef, bcm: number, error: Error & { code?: string }, options: InputOptions): void {
+    const failure = new GpioError(
+      'GPIO_FAILED',
+      `${this.where(ref, bcm)} stopped working (${error.code ?? 'error'}: ${error.message}); the button is dead until the agent restarts: is the GPIO chip still there (gpioinfo)?`,
+      error,
+    );
+    this.opts.logger.error({ bcm, err: failure.message }, 'GPIO line failed');
+    this.release(fd);
+    try {
+      options.onFailure?.(failure);
+    } catch (err) {
+      this.opts.logger.error({ bcm, err: errorMessage(err) }, 'GPIO failure handler failed');
+    }
   }
 
   openOutput(bcm: number): GpioOutput {

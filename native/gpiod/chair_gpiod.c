@@ -9,10 +9,13 @@
 //   lineInfo(path, offset)             -> { offset, name, consumer, used, direction, activeLow, bias, edge, debounceUs }
 //   request(path, offset, config)      -> fd        config: { consumer, direction, activeLow, bias, edge, debounceUs, value }
 //   getValue(fd) -> 0|1, setValue(fd, 0|1)
-//   watch(fd, callback)                -> watcher   callback([{ rising, timestampMs, seqno }, ...]) on the event loop
+//   watch(fd, callback)                -> watcher   callback([{ rising, timestampMs, seqno }, ...], error?) on the event loop
 //   unwatch(watcher), release(fd)
 //
 // Errors are thrown as Error objects whose `code` is the errno name (EACCES, EBUSY, ENOENT...).
+// A watcher whose poll or read fails (the chip went away: ENODEV) stops, and its callback gets
+// the events read before it and the error as its second argument, once; seqno is the line's
+// event sequence number, so a gap says the kernel's event buffer overflowed.
 #define NAPI_VERSION 8
 #include <node_api.h>
 #include <uv.h>
@@ -267,8 +270,13 @@ static napi_value request_line(napi_env env, napi_callback_info info) {
   int e = errno;
   close(chip);
   if (rc < 0) return throw_errno(env, e, "cannot request a line of", path);
+  // Non-blocking, or a read after a spurious wake-up would block the event loop.
   int fl = fcntl(req.fd, F_GETFL);
-  if (fl >= 0) fcntl(req.fd, F_SETFL, fl | O_NONBLOCK);
+  if (fl < 0 || fcntl(req.fd, F_SETFL, fl | O_NONBLOCK) < 0) {
+    e = errno;
+    close(req.fd);
+    return throw_errno(env, e, "cannot make a line non-blocking on", path);
+  }
   napi_value out;
   CHECK(napi_create_int32(env, req.fd, &out));
   return out;
@@ -311,6 +319,24 @@ typedef struct {
 
 static void on_poll_closed(uv_handle_t *handle) { free(handle); }
 
+/* Stops the poll (once); the handle is freed when libuv has closed it. */
+static void stop_poll(watcher_t *w) {
+  if (w->stopped) return;
+  w->stopped = true;
+  uv_poll_stop(w->poll);
+  w->poll->data = NULL;
+  uv_close((uv_handle_t *)w->poll, on_poll_closed);
+}
+
+static napi_value error_value(napi_env env, const char *code_name, const char *text) {
+  napi_value code, message, err;
+  napi_create_string_utf8(env, code_name, NAPI_AUTO_LENGTH, &code);
+  napi_create_string_utf8(env, text, NAPI_AUTO_LENGTH, &message);
+  napi_create_error(env, code, message, &err);
+  napi_set_named_property(env, err, "code", code);
+  return err;
+}
+
 static void on_events(uv_poll_t *poll, int status, int events) {
   watcher_t *w = (watcher_t *)poll->data;
   if (!w || w->stopped) return;
@@ -318,14 +344,28 @@ static void on_events(uv_poll_t *poll, int status, int events) {
   napi_env env = w->env;
   napi_handle_scope scope;
   if (napi_open_handle_scope(env, &scope) != napi_ok) return;
-  napi_value list;
+  napi_value list, error = NULL;
   napi_create_array(env, &list);
   uint32_t count = 0;
-  if (status == 0) {
+  char text[200];
+  if (status < 0) {
+    snprintf(text, sizeof text, "polling the line failed: %s", uv_strerror(status));
+    error = error_value(env, uv_err_name(status), text);
+  } else {
     struct gpio_v2_line_event ev[16];
     for (;;) {
       ssize_t n = read(w->fd, ev, sizeof ev);
-      if (n <= 0) break;
+      if (n < 0) {
+        if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) break;
+        snprintf(text, sizeof text, "reading the line's events failed: %s", strerror(errno));
+        error = error_value(env, errno_name(errno), text);
+        break;
+      }
+      if (n == 0) {
+        /* End of file: the line's file is no longer backed by a chip. */
+        error = error_value(env, "ENODEV", "the line's events ended: the GPIO chip is gone");
+        break;
+      }
       for (size_t i = 0; i < (size_t)n / sizeof ev[0]; i++) {
         napi_value o;
         napi_create_object(env, &o);
@@ -337,11 +377,15 @@ static void on_events(uv_poll_t *poll, int status, int events) {
       if ((size_t)n < sizeof ev) break;
     }
   }
-  if (count > 0) {
+  /* A failed watcher reports once and stops: the poll would fail again at every turn of the loop. */
+  if (error) stop_poll(w);
+  if (count > 0 || error) {
     napi_value cb, global, result;
-    napi_get_reference_value(env, w->callback, &cb);
-    napi_get_global(env, &global);
-    if (napi_make_callback(env, w->context, global, cb, 1, &list, &result) == napi_pending_exception) {
+    napi_value argv[2] = { list, NULL };
+    napi_get_undefined(env, &argv[1]);
+    if (error) argv[1] = error;
+    if (napi_get_reference_value(env, w->callback, &cb) == napi_ok && napi_get_global(env, &global) == napi_ok &&
+        napi_make_callback(env, w->context, global, cb, 2, argv, &result) == napi_pending_exception) {
       napi_value err;
       napi_get_and_clear_last_exception(env, &err);
       napi_fatal_exception(env, err);
@@ -350,18 +394,17 @@ static void on_events(uv_poll_t *poll, int status, int events) {
   napi_close_handle_scope(env, scope);
 }
 
-static void finalize_watcher(napi_env env, void *data, void *hint) {
-  (void)hint;
-  watcher_t *w = (watcher_t *)data;
-  if (!w->stopped) {
-    w->stopped = true;
-    uv_poll_stop(w->poll);
-    w->poll->data = NULL;
-    uv_close((uv_handle_t *)w->poll, on_poll_closed);
-  }
+static void free_watcher(napi_env env, watcher_t *w) {
   if (w->callback) napi_delete_reference(env, w->callback);
   if (w->context) napi_async_destroy(env, w->context);
   free(w);
+}
+
+static void finalize_watcher(napi_env env, void *data, void *hint) {
+  (void)hint;
+  watcher_t *w = (watcher_t *)data;
+  stop_poll(w);
+  free_watcher(env, w);
 }
 
 static napi_value watch(napi_env env, napi_callback_info info) {
@@ -373,24 +416,40 @@ static napi_value watch(napi_env env, napi_callback_info info) {
   if (!w) return throw_errno(env, ENOMEM, "out of memory", NULL);
   w->env = env;
   w->fd = fd_arg(env, argv[0]);
+  w->stopped = true; /* until the poll is started */
   w->poll = malloc(uv_handle_size(UV_POLL));
   if (!w->poll) {
     free(w);
     return throw_errno(env, ENOMEM, "out of memory", NULL);
   }
-  if (uv_poll_init(loop, w->poll, w->fd) != 0) {
+  int rc = uv_poll_init(loop, w->poll, w->fd);
+  if (rc != 0) {
     free(w->poll);
     free(w);
-    return throw_errno(env, EBADF, "cannot watch a line", NULL);
+    return throw_errno(env, rc == UV_EBADF || rc == UV_ENOTSOCK ? EBADF : -rc, "cannot watch a line", NULL);
   }
   w->poll->data = w;
-  napi_value name;
-  napi_create_string_utf8(env, "chair-agent:gpio-events", NAPI_AUTO_LENGTH, &name);
-  napi_create_reference(env, argv[1], 1, &w->callback);
-  napi_async_init(env, NULL, name, &w->context);
-  uv_poll_start(w->poll, UV_READABLE, on_events);
-  napi_value handle;
-  CHECK(napi_create_external(env, w, finalize_watcher, NULL, &handle));
+  w->stopped = false;
+  /* From here the handle is initialised: every failure closes it (stop_poll), never frees it. */
+  napi_value name, handle;
+  if (napi_create_string_utf8(env, "chair-agent:gpio-events", NAPI_AUTO_LENGTH, &name) != napi_ok ||
+      napi_create_reference(env, argv[1], 1, &w->callback) != napi_ok ||
+      napi_async_init(env, NULL, name, &w->context) != napi_ok) {
+    stop_poll(w);
+    free_watcher(env, w);
+    return throw_status(env);
+  }
+  rc = uv_poll_start(w->poll, UV_READABLE, on_events);
+  if (rc != 0) {
+    stop_poll(w);
+    free_watcher(env, w);
+    return throw_errno(env, -rc, "cannot watch a line", NULL);
+  }
+  if (napi_create_external(env, w, finalize_watcher, NULL, &handle) != napi_ok) {
+    stop_poll(w);
+    free_watcher(env, w);
+    return throw_status(env);
+  }
   return handle;
 }
 
@@ -399,12 +458,7 @@ static napi_value unwatch(napi_env env, napi_callback_info info) {
   if (!args_of(env, info, 1, argv)) return NULL;
   watcher_t *w = NULL;
   CHECK(napi_get_value_external(env, argv[0], (void **)&w));
-  if (w && !w->stopped) {
-    w->stopped = true;
-    uv_poll_stop(w->poll);
-    w->poll->data = NULL;
-    uv_close((uv_handle_t *)w->poll, on_poll_closed);
-  }
+  if (w) stop_poll(w);
   return NULL;
 }
 
@@ -412,7 +466,8 @@ static napi_value release_line(napi_env env, napi_callback_info info) {
   napi_value argv[1];
   if (!args_of(env, info, 1, argv)) return NULL;
   int fd = fd_arg(env, argv[0]);
-  if (fd >= 0) close(fd);
+  /* EINTR still closes the descriptor on Linux: retrying would close someone else's. */
+  if (fd >= 0 && close(fd) < 0 && errno != EINTR) return throw_errno(env, errno, "cannot release a line", NULL);
   return NULL;
 }
 

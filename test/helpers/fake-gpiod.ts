@@ -19,8 +19,10 @@ interface Request {
   chip: string;
   offset: number;
   config: LineConfig;
-  onEvents: ((events: LineEvent[]) => void) | null;
+  onEvents: ((events: LineEvent[], error?: Error & { code?: string }) => void) | null;
   pending: Timer | null;
+  /** The line's event sequence number, as the kernel counts it (gaps: events its buffer dropped). */
+  seqno: number;
   /** The debounced logical value the kernel last reported. */
   reported: 0 | 1;
   writes: (0 | 1)[];
@@ -41,6 +43,8 @@ export class FakeGpiod implements GpiodBinding {
   private nextFd = 100;
   /** Makes every chip refuse to open, as for a user outside group gpio. */
   denied = false;
+  /** Makes watch() throw this errno, as uv_poll_init or uv_poll_start would. */
+  watchFails: string | null = null;
 
   constructor(
     fixture: string,
@@ -105,7 +109,7 @@ export class FakeGpiod implements GpiodBinding {
     if (line.holder !== '' || this.requestOf(chip.info.name, offset)) throw errno('EBUSY', `cannot request a line of ${path}`);
     const fd = this.nextFd++;
     const logical = (config.activeLow ? 1 - line.level : line.level) as 0 | 1;
-    this.requests.set(fd, { fd, chip: chip.info.name, offset, config, onEvents: null, pending: null, reported: logical, writes: config.direction === 'output' ? [config.value ?? 0] : [] });
+    this.requests.set(fd, { fd, chip: chip.info.name, offset, config, onEvents: null, pending: null, seqno: 0, reported: logical, writes: config.direction === 'output' ? [config.value ?? 0] : [] });
     return fd;
   }
 
@@ -126,8 +130,10 @@ export class FakeGpiod implements GpiodBinding {
     r.writes.push(value);
   }
 
-  watch(fd: number, onEvents: (events: LineEvent[]) => void): unknown {
-    this.req(fd).onEvents = onEvents;
+  watch(fd: number, onEvents: (events: LineEvent[], error?: Error & { code?: string }) => void): unknown {
+    const r = this.req(fd);
+    if (this.watchFails) throw errno(this.watchFails, 'cannot watch a line');
+    r.onEvents = onEvents;
     return { fd };
   }
 
@@ -169,8 +175,28 @@ export class FakeGpiod implements GpiodBinding {
       r.reported = logical;
       const rising = logical === 1;
       const wanted = r.config.edge === 'both' || (r.config.edge === 'rising' && rising) || (r.config.edge === 'falling' && !rising);
-      if (wanted) r.onEvents?.([{ rising, timestampMs: this.clock.monotonic(), seqno: 1 }]);
+      if (wanted) r.onEvents?.([{ rising, timestampMs: this.clock.monotonic(), seqno: ++r.seqno }]);
     }, (r.config.debounceUs ?? 0) / 1000);
+  }
+
+  /** The kernel's event buffer of the line dropped `n` events: the next one's seqno jumps. */
+  dropEvents(chip: string, offset: number, n: number): void {
+    const r = this.requestOf(chip, offset);
+    if (r) r.seqno += n;
+  }
+
+  /**
+   * The chip goes away (a HAT unplugged, a driver unbound): as the addon reports it, every watcher
+   * of its lines gets ENODEV once and stops.
+   */
+  removeChip(chip: string): void {
+    for (const r of this.requests.values()) {
+      if (r.chip !== chip || !r.onEvents) continue;
+      const onEvents = r.onEvents;
+      r.onEvents = null;
+      r.pending?.cancel();
+      onEvents([], errno('ENODEV', "reading the line's events failed"));
+    }
   }
 
   /** A button to ground held for `holdMs`, with a bounce on the way down. */

@@ -50,4 +50,32 @@ describeWith('gpiod addon', 'the gpiod addon (native/gpiod/chair_gpiod.c), built
     expect(got).toHaveLength(2);
     closeSync(fd);
   });
+
+  it('reports a line whose events end (the chip went away) once, with the events read before, and stops', async () => {
+    const g = loadGpiodBinding();
+    const fifo = join(mkdtempSync(join(tmpdir(), 'gpiod-')), 'events');
+    expect(spawnSync('mkfifo', [fifo]).status).toBe(0);
+    const fd = openSync(fifo, constants.O_RDONLY | constants.O_NONBLOCK);
+    const writer = openSync(fifo, constants.O_WRONLY | constants.O_NONBLOCK);
+    const calls: { events: LineEvent[]; code: string | undefined }[] = [];
+    g.watch(fd, (events, error) => calls.push({ events, code: error?.code }));
+    writeSync(writer, lineEvent(7_000_000_000n, true, 9));
+    // The writer goes: the reader sees end of file, as a line's fd does when its chip is unbound.
+    closeSync(writer);
+    await waitFor(() => calls.some((c) => c.code !== undefined), 'the failure reported');
+    expect(calls.flatMap((c) => c.events)).toEqual([{ rising: true, timestampMs: 7000, seqno: 9 }]);
+    expect(calls.filter((c) => c.code !== undefined)).toEqual([{ events: expect.any(Array), code: 'ENODEV' }]);
+    // The fd stays readable (end of file): a poll still running would fire at each turn of the loop.
+    for (let i = 0; i < 5; i++) await new Promise((r) => setImmediate(r));
+    expect(calls.filter((c) => c.code !== undefined)).toHaveLength(1);
+    closeSync(fd);
+  });
+
+  it('refuses to watch what is not a descriptor, and says when releasing one fails', () => {
+    const g = loadGpiodBinding();
+    expect(() => g.watch(-1, () => undefined)).toThrow(expect.objectContaining({ code: 'EBADF' }));
+    const fd = openSync('/dev/null', constants.O_RDONLY);
+    g.release(fd);
+    expect(() => g.release(fd)).toThrow(expect.objectContaining({ code: 'EBADF', message: 'cannot release a line: Bad file descriptor' }));
+  });
 });

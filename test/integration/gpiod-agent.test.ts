@@ -56,6 +56,22 @@ describe('buttons and LEDs on the GPIO character device', () => {
     expect(kernel.open).toBe(0); // released at stop
   });
 
+  it('a GPIO chip that goes away while running is loud: the line is released, /healthz 503, the status LED bursts', async () => {
+    const { agent, kernel, lines, base } = await agentOn('pi5b-trixie.txt', 'gpiod-gone', [{ deviceId: 'MC7001', button: 17, led: 27 }]);
+    try {
+      await waitFor(() => agent.leds.shown('status') === 'on' || agent.health.get('gpio').ok, 'GPIO ready');
+      expect(agent.health.get('gpio').ok).toBe(true);
+      kernel.removeChip('gpiochip0');
+      expect(agent.health.get('gpio')).toMatchObject({ ok: false, detail: expect.stringMatching(/^1 line\(s\) cannot be used: button of MC7001: BCM 17 \(gpiochip0 line 17\) stopped working \(ENODEV/) });
+      expect((await fetch(`${base}/healthz`)).status).toBe(503);
+      expect(lines.find((l) => l.msg === 'GPIO line failed')).toMatchObject({ bcm: 17 });
+      await waitFor(() => agent.leds.shown('status') === 'burst', 'the status LED bursting');
+      expect(kernel.requestAt('gpiochip0', 17)).toBeUndefined();
+    } finally {
+      await agent.stop();
+    }
+  });
+
   itWith('mosquitto', 'a line an overlay holds is loud: /healthz 503, bridge/info and the status LED say so, and the other lines work', async () => {
     const info = await Subscriber.connect(broker.url, 'chair-agent/gpiod-busy/bridge/info');
     const { agent, lines, base } = await agentOn('pi3b-bookworm.txt', 'gpiod-busy', [

@@ -68,6 +68,48 @@ describe('the gpiod driver finds every line by name, whatever the board', () => 
     expect(held).toBeLessThanOrEqual(410);
   });
 
+  it('a chip that goes away: the line is released, its owner is told, and no press comes from it', async () => {
+    const { driver, kernel, clock } = await driverFor('pi4b-bookworm.txt');
+    const presses: number[] = [];
+    const failures: GpioError[] = [];
+    driver.openInput(17, { activeLow: true, debounceMs: 30, onFailure: (e) => failures.push(e) }, () => presses.push(clock.monotonic()));
+    const led = driver.openOutput(27);
+    expect(kernel.open).toBe(2);
+    kernel.removeChip('gpiochip0');
+    expect(failures).toHaveLength(1);
+    expect(failures[0]).toMatchObject({ code: 'GPIO_FAILED', message: expect.stringMatching(/^BCM 17 \(gpiochip0 line 17\) stopped working \(ENODEV: .*\); the button is dead until the agent restarts/) });
+    expect(kernel.open).toBe(1);
+    expect(kernel.requestAt('gpiochip0', 17)).toBeUndefined();
+    await kernel.press('gpiochip0', 17, 200, (ms) => clock.advance(ms));
+    expect(presses).toEqual([]);
+    led.close();
+  });
+
+  it('says when the kernel dropped button events, and still counts the presses it reports', async () => {
+    const clock = new FakeClock();
+    const kernel = new FakeGpiod('pi4b-bookworm.txt', clock);
+    const { memoryLogger } = await import('../helpers/memory-logger.js');
+    const { logger, lines } = memoryLogger('warn');
+    const driver = new GpiodDriver({ logger, devDir: kernel.devDir, binding: kernel, bias: 'pull-up' });
+    await driver.init();
+    let presses = 0;
+    driver.openInput(17, { activeLow: true, debounceMs: 30 }, () => presses++);
+    await kernel.press('gpiochip0', 17, 200, (ms) => clock.advance(ms));
+    expect(lines.filter((l) => l.msg.includes('lost'))).toEqual([]);
+    kernel.dropEvents('gpiochip0', 17, 6);
+    await kernel.press('gpiochip0', 17, 200, (ms) => clock.advance(ms));
+    expect(presses).toBe(2);
+    expect(lines.find((l) => l.msg.includes("button events lost: the kernel's event buffer overflowed"))).toMatchObject({ bcm: 17, lost: 6 });
+  });
+
+  it('a line that cannot be watched is released and refused with the reason', async () => {
+    const { driver, kernel } = await driverFor('pi4b-bookworm.txt');
+    kernel.watchFails = 'EBADF';
+    const err = await failure(() => driver.openInput(17, { activeLow: true, debounceMs: 30 }, () => undefined));
+    expect(err).toMatchObject({ code: 'GPIO_FAILED', message: expect.stringContaining('BCM 17 (gpiochip0 line 17): cannot watch it') });
+    expect(kernel.open).toBe(0);
+  });
+
   it('a line held by another consumer is refused, naming it', async () => {
     const { driver } = await driverFor('pi3b-bookworm.txt');
     const err = await failure(() => driver.openInput(4, { activeLow: true, debounceMs: 30 }, () => undefined));
