@@ -1,0 +1,160 @@
+// Runs inside the test VM (scripts/kernel-test.mjs), on the package's own runtime, against a real
+// kernel's GPIO character device: gpio-sim lines named as on a Raspberry Pi 5 (a "pinctrl-rp1"
+// chip with GPIO0..GPIO27, and a second chip before it, as a Pi 5 has). Prints "ok: ..." per check
+// and "KERNEL-TEST PASS" or "KERNEL-TEST FAIL: ..." at the end; the host reads the console.
+import { spawn, spawnSync } from 'node:child_process';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { connect } from 'node:net';
+
+const AGENT = '/opt/chair-agent/bin/chair-agent';
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+const say = (t) => process.stdout.write(`${t}\n`);
+class Failed extends Error {}
+function expect(ok, what, detail = '') {
+  if (!ok) throw new Failed(`${what}${detail ? `\n${detail}` : ''}`);
+  say(`ok: ${what}`);
+}
+async function waitFor(check, what, ms = 20_000) {
+  const end = Date.now() + ms;
+  for (;;) {
+    const v = await check();
+    if (v) return v;
+    if (Date.now() > end) throw new Failed(`timed out waiting for ${what}`);
+    await sleep(20);
+  }
+}
+
+/** The gpio-sim line's sysfs directory: value (what the agent drives), pull (the simulated finger). */
+function simLine(offset) {
+  const bank = '/sys/kernel/config/gpio-sim/pi/bank0';
+  const dev = readFileSync(`${bank}/../dev_name`, 'utf8').trim();
+  const chip = readFileSync(`${bank}/chip_name`, 'utf8').trim();
+  return `/sys/devices/platform/${dev}/${chip}/sim_gpio${offset}`;
+}
+const level = (offset) => Number(readFileSync(`${simLine(offset)}/value`, 'utf8').trim());
+const pull = (offset, how) => writeFileSync(`${simLine(offset)}/pull`, how);
+const debugGpio = () => readFileSync('/sys/kernel/debug/gpio', 'utf8');
+
+const children = new Set();
+function daemon(args, env = {}) {
+  const child = spawn(AGENT, args, { stdio: ['ignore', 'pipe', 'pipe'], env: { PATH: '/usr/sbin:/usr/bin:/sbin:/bin', ...env } });
+  let out = '';
+  child.stdout.on('data', (d) => (out += d));
+  child.stderr.on('data', (d) => (out += d));
+  children.add(child);
+  const exited = new Promise((r) => child.once('exit', (code, signal) => (children.delete(child), r(code ?? signal))));
+  return { child, exited, output: () => out };
+}
+
+const portOpen = (port) => new Promise((r) => {
+  const s = connect(port, '127.0.0.1');
+  s.once('connect', () => (s.destroy(), r(true)));
+  s.once('error', () => r(false));
+});
+
+writeFileSync('/tmp/config.yaml', `site: {id: kernel-vm}
+vendor: {baseUrl: "http://127.0.0.1:8090", apiKey: kernel-test-key-0001, pollSeconds: 0.5}
+webhook: {enabled: false}
+http: {host: 127.0.0.1, port: 8080}
+mqtt: {url: "mqtt://127.0.0.1:1883"}
+storage: {path: /var/lib/chair-agent/agent.db}
+gpio:
+  driver: gpiod
+  debounceMs: 30
+  statusLed: 5
+  chairs:
+    - {deviceId: MC7001, button: 17, led: 27}
+`);
+
+async function main() {
+  say(`kernel ${spawnSync('uname', ['-r'], { encoding: 'utf8' }).stdout.trim()}`);
+  // 1. The wiring test lists the lines as the kernel has them: found by name on the RP1 chip.
+  const list = daemon(['gpio', '--config', '/tmp/config.yaml']);
+  await waitFor(() => /Watching 1 button/.test(list.output()), 'chair-agent gpio listing the lines and watching the button');
+  const listing = list.output();
+  const pressedLines = () => list.output().split('\n').filter((l) => l.includes('button (BCM 17): pressed'));
+  expect(/GPIO17/.test(listing) && /GPIO27/.test(listing) && /pull-up/.test(listing), 'chair-agent gpio lists BCM 17 and 27 by their kernel names, the button with the pull-up', listing);
+  const held = debugGpio().split('\n').filter((l) => l.includes('(chair-agent)'));
+  const inputs = held.filter((l) => / input/.test(l));
+  expect(held.length === 3 && inputs.length === 1 && /input,pull-up/.test(inputs[0]), `the kernel shows the 3 lines held by "chair-agent", the button an input with the pull-up: ${inputs[0]?.trim()}`, debugGpio());
+  // The bias reached the line: gpio-sim pulls it up, so the idle button reads 1.
+  expect(readFileSync(`${simLine(17)}/pull`, 'utf8').trim() === 'pull-up' && level(17) === 1, 'the pull-up bias reached the kernel (gpio-sim pull: pull-up, level 1)');
+
+  // 2. Bounces shorter than the debounce are no press; a held press is one, with its hold time.
+  // A bouncing contact: 10 falls and rises about a millisecond apart (a synchronous wait, so a
+  // slow emulated CPU cannot stretch a bounce past the debounce time).
+  const pause = (ms) => Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
+  for (let i = 0; i < 10; i++) {
+    pull(17, 'pull-down');
+    pause(1);
+    pull(17, 'pull-up');
+    pause(1);
+  }
+  await sleep(200);
+  expect(pressedLines().length === 0, '10 bounces of about 1 ms: no press (the kernel debounce, 30 ms)', list.output());
+  pull(17, 'pull-down');
+  await sleep(250);
+  pull(17, 'pull-up');
+  await waitFor(() => /button \(BCM 17\): released, held/.test(list.output()), 'the press and its release printed');
+  const release = list.output().split('\n').find((l) => l.includes('released, held'));
+  expect(pressedLines().length === 1, `a held press is one press: ${release?.trim()}`, list.output());
+
+  // 3. kill -9 releases every line (the kernel does it).
+  list.child.kill('SIGKILL');
+  await list.exited;
+  await waitFor(() => !/chair-agent/.test(debugGpio()), 'the lines released after kill -9');
+  expect(true, 'kill -9: the kernel released every line');
+
+  // 4. --blink: each LED lit in turn, read back from the line.
+  const blink = daemon(['gpio', '--blink', '--config', '/tmp/config.yaml']);
+  const seen = new Set();
+  const end = Date.now() + 6000;
+  while (Date.now() < end && seen.size < 2) {
+    for (const off of [5, 27]) if (level(off) === 1) seen.add(off);
+    await sleep(20);
+  }
+  blink.child.kill('SIGINT');
+  const blinkExit = await blink.exited;
+  expect(blinkExit === 0 || blinkExit === 130, `chair-agent gpio --blink stopped by Ctrl-C (exit ${blinkExit})`, blink.output());
+  expect(seen.has(5) && seen.has(27), `--blink lit the status LED (BCM 5) and MC7001's LED (BCM 27), read back from the lines (${[...seen].join(', ')})`);
+  await waitFor(() => !/chair-agent/.test(debugGpio()), 'the lines released after Ctrl-C');
+
+  // 5. The agent: a press on the real line starts the chair through the vendor API.
+  const sim = daemon(['simulate', '--port', '8090', '--api-key', 'kernel-test-key-0001', '--chairs', '2', '--minute-seconds', '2']);
+  await waitFor(() => portOpen(8090), 'the vendor simulator');
+  const agent = daemon(['run', '--config', '/tmp/config.yaml']);
+  await waitFor(() => portOpen(8080), 'the agent listening');
+  await waitFor(() => level(27) === 1, "MC7001's LED steady on (available)");
+  expect(true, "the agent drives MC7001's LED on the real line: steady on while the chair is available");
+  const controls = async () => (await (await fetch('http://127.0.0.1:8090/sim/state')).json()).requests?.control ?? 0;
+  const before = await controls();
+  pull(17, 'pull-down');
+  await sleep(120);
+  pull(17, 'pull-up');
+  await waitFor(async () => (await controls()) === before + 1, 'one control call after the press');
+  expect(true, 'a press on the line started MC7001: one control call to the vendor');
+  let toggles = 0;
+  let last = level(27);
+  const blinkEnd = Date.now() + 3000;
+  while (Date.now() < blinkEnd) {
+    const v = level(27);
+    if (v !== last) toggles++;
+    last = v;
+    await sleep(25);
+  }
+  expect(toggles >= 2, `MC7001's LED blinks on the line while the start runs (${toggles} changes in 3 s)`);
+  agent.child.kill('SIGKILL');
+  await agent.exited;
+  await waitFor(() => !/chair-agent/.test(debugGpio()), 'the lines released after the agent was killed');
+  expect(true, 'kill -9 of the agent: the kernel released its lines');
+  sim.child.kill('SIGTERM');
+}
+
+// Whatever happened, the VM must power off: nothing left running keeps this process alive.
+main().then(
+  () => say('KERNEL-TEST PASS'),
+  (err) => say(`KERNEL-TEST FAIL: ${err instanceof Failed ? err.message : err.stack}`),
+).finally(() => {
+  for (const c of children) c.kill('SIGKILL');
+  process.exit(0);
+});
