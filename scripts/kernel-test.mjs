@@ -12,7 +12,7 @@
 // own compiler and headers, in a debootstrap root (cached in dist/kernel-test). Needs root,
 // debootstrap, qemu-system-x86, cpio and Debian's mirror the first time; about 2 minutes after.
 import { spawnSync } from 'node:child_process';
-import { chmodSync, closeSync, cpSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, closeSync, cpSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -39,7 +39,7 @@ function buildRoot() {
   rmSync(BUILD_ROOT, { recursive: true, force: true });
   mkdirSync(CACHE, { recursive: true });
   say('debootstrap trixie with its kernel headers (once; cached in dist/kernel-test)');
-  run('debootstrap', ['--variant=minbase', '--include=make,gcc,libc6-dev,kmod,iproute2,xz-utils,linux-headers-amd64', 'trixie', BUILD_ROOT, MIRROR]);
+  run('debootstrap', ['--variant=minbase', '--include=make,gcc,libc6-dev,kmod,iproute2,xz-utils,linux-headers-amd64,systemd,systemd-sysv,dbus,procps', 'trixie', BUILD_ROOT, MIRROR]);
   cpSync('/etc/resolv.conf', join(BUILD_ROOT, 'etc', 'resolv.conf'));
   writeFileSync(join(BUILD_ROOT, '.ready'), '');
 }
@@ -84,7 +84,7 @@ function kernelAndModule(release) {
 }
 
 /** The VM's whole file system, as an initramfs: Debian 13 without the compiler, the package, the test. */
-function initramfs(release, kernel) {
+function initramfs(release, kernel, mode) {
   const tarball = readdirSync(join(ROOT, 'dist', 'pkg')).find((f) => /^chair-agent-.*-linux-amd64\.tar\.gz$/.test(f));
   if (!tarball) throw new Error('dist/pkg has no amd64 tarball: npm run package -- amd64');
   const stage = join(CACHE, 'stage');
@@ -109,22 +109,32 @@ function initramfs(release, kernel) {
   cpSync(join(ROOT, 'test', 'kernel', 'in-vm.mjs'), join(stage, 'test', 'in-vm.mjs'));
   cpSync(join(ROOT, 'test', 'kernel', 'init.sh'), join(stage, 'init'));
   chmodSync(join(stage, 'init'), 0o755);
+  if (mode === 'systemd') {
+    // systemd as PID 1, the check as a unit of multi-user.target, no login prompt on the console.
+    cpSync(join(ROOT, 'test', 'kernel', 'systemd-check.sh'), join(stage, 'test', 'systemd-check.sh'));
+    const units = join(stage, 'etc', 'systemd', 'system');
+    cpSync(join(ROOT, 'test', 'kernel', 'kernel-test.service'), join(units, 'kernel-test.service'));
+    mkdirSync(join(units, 'multi-user.target.wants'), { recursive: true });
+    symlinkSync('/etc/systemd/system/kernel-test.service', join(units, 'multi-user.target.wants', 'kernel-test.service'));
+    for (const unit of ['serial-getty@ttyS0.service', 'getty@tty1.service', 'systemd-timesyncd.service']) symlinkSync('/dev/null', join(units, unit));
+    writeFileSync(join(stage, 'etc', 'machine-id'), '');
+  }
   // Uncompressed: under TCG the kernel's gunzip of it took longer than the test.
-  const image = join(CACHE, 'initramfs.cpio');
+  const image = join(CACHE, `initramfs-${mode}.cpio`);
   run('sh', ['-c', `cd "${stage}" && find . -print0 | cpio --null -o -H newc --quiet > "${image}"`]);
   rmSync(stage, { recursive: true, force: true });
   say(`initramfs with ${tarball}`);
   return image;
 }
 
-function boot(kernel, release, image, useKvm) {
+function boot(kernel, release, image, useKvm, init) {
   const kvm = useKvm && existsSync('/dev/kvm') && spawnSync('sh', ['-c', 'test -r /dev/kvm && test -w /dev/kvm']).status === 0;
   const vmlinuz = join(kernel, 'image', 'boot', `vmlinuz-${release}`);
   const args = [
     ...(kvm ? ['-enable-kvm', '-cpu', 'host'] : ['-cpu', 'max']),
     '-m', '2048', '-smp', '2', '-nographic', '-no-reboot', '-nic', 'none',
     '-kernel', vmlinuz, '-initrd', image,
-    '-append', 'console=ttyS0 rdinit=/init panic=-1 quiet loglevel=3',
+    '-append', `console=ttyS0 rdinit=${init} panic=-1 quiet loglevel=3 systemd.show_status=0`,
   ];
   say(`booting ${release} under qemu (${kvm ? 'KVM' : 'TCG: slower'}); the console goes to ${relative(ROOT, CONSOLE)}`);
   const fd = openSync(CONSOLE, 'w');
@@ -144,20 +154,24 @@ try {
   buildRoot();
   const release = kernelRelease();
   const kernel = kernelAndModule(release);
-  const image = initramfs(release, kernel);
-  let console = boot(kernel, release, image, true);
-  // /dev/kvm can be there and still refuse this CPU model (nested virtualisation): then TCG.
-  if (!console.includes('KERNEL-TEST') && /KVM internal error|kvm_buf_set_msrs|failed to set MSR/.test(console)) {
-    say('KVM refused the guest; booting again under TCG');
-    console = boot(kernel, release, image, false);
-  }
-  const lines = console.split(/\r?\n/).filter((l) => /^(ok: |kernel |gpio chip|KERNEL-TEST)/.test(l) || /FAIL/.test(l));
-  for (const l of lines) process.stdout.write(`  ${l}\n`);
-  if (!console.includes('KERNEL-TEST PASS')) {
-    process.stdout.write(console.split(/\r?\n/).slice(-40).join('\n'));
-    throw new Error('the test in the VM did not pass');
-  }
-  say(`passed: ${lines.filter((l) => l.startsWith('ok: ')).length} checks on a real kernel`);
+  const bootAndRead = (mode, init, marker) => {
+    const image = initramfs(release, kernel, mode);
+    let console = boot(kernel, release, image, true, init);
+    // /dev/kvm can be there and still refuse this CPU model (nested virtualisation): then TCG.
+    if (!console.includes(marker) && /KVM internal error|kvm_buf_set_msrs|failed to set MSR/.test(console)) {
+      say('KVM refused the guest; booting again under TCG');
+      console = boot(kernel, release, image, false, init);
+    }
+    const lines = console.split(/\r?\n/).filter((l) => /^(ok: |kernel |systemd \d|gpio chip|KERNEL-TEST|SYSTEMD-TEST)/.test(l) || /FAIL/.test(l));
+    for (const l of lines) process.stdout.write(`  ${l}\n`);
+    if (!console.includes(`${marker} PASS`)) {
+      process.stdout.write(console.split(/\r?\n/).slice(-40).join('\n'));
+      throw new Error(`the ${mode} test in the VM did not pass`);
+    }
+    return lines;
+  };
+  const lines = [...bootAndRead('gpio', '/init', 'KERNEL-TEST'), ...bootAndRead('systemd', '/lib/systemd/systemd', 'SYSTEMD-TEST')];
+  say(`passed: ${lines.filter((l) => l.startsWith('ok: ')).length} checks on a real kernel, with and without systemd`);
 } catch (err) {
   say(`FAILED: ${err.message}`);
   process.exitCode = 1;

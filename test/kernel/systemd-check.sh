@@ -1,0 +1,69 @@
+#!/bin/sh
+# Runs in the test VM under a booted systemd (scripts/kernel-test.mjs, second boot), as the unit
+# kernel-test.service: the package's unit as systemd runs it. An installer restarting with configs
+# that do not validate is never locked out; a crash loop ends after 5 crashes in 5 minutes, and
+# the next manual start runs. Prints "ok: ..." and "SYSTEMD-TEST PASS" or "SYSTEMD-TEST FAIL: ..."
+# on the serial console, then powers off.
+exec > /dev/ttyS0 2>&1
+fail() { echo "SYSTEMD-TEST FAIL: $*"; journalctl -u chair-agent -o cat --no-pager | tail -20; systemctl poweroff -ff; exit 1; }
+ok() { echo "ok: $*"; }
+journal() { journalctl -u chair-agent -o cat --no-pager; }
+echo "systemd $(systemctl --version | head -1 | cut -d' ' -f2)"
+/opt/chair-agent/lib/setup.sh > /tmp/setup.log 2>&1 || fail "lib/setup.sh: $(tail -3 /tmp/setup.log)"
+ok "lib/setup.sh installed the unit, the user and the example config"
+
+# 1. An installer trying configs: 8 restarts in a row, each config refused (exit 78).
+i=0
+while [ $i -lt 8 ]; do
+  systemctl restart chair-agent 2>/dev/null
+  i=$((i + 1))
+done
+starts=$(journal | grep -c 'configuration error')
+[ "$starts" -ge 8 ] || fail "only $starts of 8 manual starts ran"
+journal | grep -q 'Start request repeated too quickly' && fail "systemd's start limit locked the installer out"
+systemctl status chair-agent --no-pager 2>&1 | grep -q 'start-limit-hit' && fail "start-limit-hit"
+ok "8 manual restarts with a bad config: all 8 ran (exit 78 each), no start limit"
+
+# 2. A crash loop: the agent killed as soon as it runs, 5 times; then it stays stopped.
+cat > /etc/chair-agent/config.yaml <<'YAML'
+site: {id: systemd-vm}
+vendor: {baseUrl: "http://127.0.0.1:9", apiKey: systemd-test-key-0001}
+webhook: {enabled: false}
+http: {host: 127.0.0.1, port: 8080}
+mqtt: {url: "mqtt://127.0.0.1:1883"}
+gpio: {driver: sim}
+YAML
+systemctl restart chair-agent || fail "the agent did not start with a valid config: $(journal | tail -5)"
+ok "with a valid config the service starts (Type=notify: READY=1 came)"
+kills=0
+last=""
+while [ $kills -lt 5 ]; do
+  n=0
+  while :; do
+    pid=$(systemctl show -p MainPID --value chair-agent)
+    state=$(systemctl show -p ActiveState --value chair-agent)
+    if [ "$state" = active ] && [ "$pid" != 0 ] && [ "$pid" != "$last" ]; then break; fi
+    n=$((n + 1)); [ $n -gt 600 ] && fail "the service did not come back after crash $kills ($state)"
+    sleep 0.2
+  done
+  last=$pid
+  kill -KILL "$pid"
+  kills=$((kills + 1))
+done
+ok "killed the agent 5 times (kill -9), each time systemd restarted it"
+n=0
+until journal | grep -q 'crashed 5 times in the last 5 minutes'; do
+  n=$((n + 1)); [ $n -gt 600 ] && fail "the crash loop did not stop: $(systemctl show -p ActiveState --value chair-agent)"
+  sleep 0.2
+done
+sleep 8
+state=$(systemctl show -p ActiveState --value chair-agent)
+[ "$state" = failed ] || [ "$state" = inactive ] || fail "after the guard the service is $state"
+ok "after 5 crashes the guard stopped it: $state, not restarted ($(journal | grep -m1 'crashed 5 times' | cut -c1-60)...)"
+
+# 3. The next manual start runs.
+systemctl restart chair-agent || fail "the manual start after the crash loop failed: $(journal | tail -5)"
+[ "$(systemctl show -p ActiveState --value chair-agent)" = active ] || fail "not active after the manual start"
+ok "the next manual start runs"
+echo "SYSTEMD-TEST PASS"
+systemctl poweroff -ff
