@@ -159,7 +159,7 @@ const txRecord = (id) => ({
 });
 
 /** Runs the agent, then a webhook, a button press and SIGTERM; `cmd` says how it is started. */
-async function exerciseAgent({ label, cmd, args, env, opts, site, broker, sim, httpPort, outbox }) {
+async function exerciseAgent({ label, cmd, args, env, opts, site, broker, httpPort, outbox }) {
   const sub = await subscriber(broker.url, `chair-agent/${site}/#`);
   try {
     const agent = daemon(cmd, args, { env: { PATH: process.env.PATH, ...env }, ...opts });

@@ -97,7 +97,7 @@ const transactions = z.strictObject({
 
 const webhook = z.strictObject({
   enabled: z.boolean().default(true),
-  path: z.string().regex(/^\/[A-Za-z0-9._~\/-]*$/, 'must be a URL path starting with /').default('/vendor/webhook'),
+  path: z.string().regex(/^\/[A-Za-z0-9._~/-]*$/, 'must be a URL path starting with /').default('/vendor/webhook'),
   channelSecret: z
     .string()
     .min(1)

@@ -1,6 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { backlogFigures, type StatusSources } from '../agent-status.js';
-import type { Clock, Timer } from '../clock.js';
+import type { Timer } from '../clock.js';
 import type { Component } from '../components/component.js';
 import { chairLedName, type Indicators } from '../components/indicators.js';
 import type { LedController } from '../components/leds.js';

@@ -1,5 +1,5 @@
 import { connect, type Socket } from 'node:net';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, expect, it } from 'vitest';
 import type { Agent } from '../../agent/build.js';
 import { signBody } from '../../agent/http/sign.js';
 import type { TestBroker } from '../helpers/broker.js';

@@ -1,4 +1,4 @@
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, expect, it } from 'vitest';
 import type { Agent } from '../../agent/build.js';
 import type { Fault } from '../../agent/simulator/sim-faults.js';
 import type { Simulator } from '../../agent/simulator/simulator.js';

@@ -1,7 +1,7 @@
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, expect, it } from 'vitest';
 import { systemClock } from '../../agent/clock.js';
 import { OutboxPublisher } from '../../agent/components/outbox-publisher.js';
 import { silentLogger } from '../../agent/logger.js';

@@ -71,7 +71,7 @@ MC7002  LED         23   gpiochip4  23    GPIO23  -        off
     expect(output()).toContain('Watching 2 button(s): press each one; Ctrl-C to stop.');
 
     await kernel.press('gpiochip4', 22, 420, (ms) => clock.advance(ms));
-    expect(output()).toMatch(/  MC7002 button \(BCM 22\): pressed\n  MC7002 button \(BCM 22\): released, held 0\.4\d s\n/);
+    expect(output()).toMatch(/ {2}MC7002 button \(BCM 22\): pressed\n {2}MC7002 button \(BCM 22\): released, held 0\.4\d s\n/);
     stop.abort();
     expect(await run).toBe(0);
     expect(output()).toMatch(/lines released\n$/);

@@ -12,7 +12,9 @@ function setup(expression = '*/30 * * * * *') {
     runs.push(clock.now());
     await hold;
   });
-  return { clock, lines, runs, job, setHold: (p: Promise<void> | null) => (hold = p) };
+  return { clock, lines, runs, job, setHold: (p: Promise<void> | null): void => {
+    hold = p;
+  } };
 }
 
 describe('the scheduler on a clock that jumps', () => {

@@ -33,7 +33,7 @@ class ScriptedVendor implements VendorApi {
   async listChairs(): Promise<never> {
     throw new Error('not used');
   }
-  async chairStatus(id: string): Promise<ChairReading> {
+  async chairStatus(_id: string): Promise<ChairReading> {
     this.statusReads++;
     const next = this.statuses.length > 1 ? this.statuses.shift()! : this.statuses[0];
     if (!next) throw new Error('no status scripted');
