@@ -1,150 +1,23 @@
+import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
+import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
+import type { CommitRow, WriterFailure, WriterReply, WriterRequest, WriterSettings } from './writer-protocol.js';
+
+export type { CommitRow } from './writer-protocol.js';
 
 /**
- * The worker's code (CommonJS, evaluated): its own connection to the database; the webhook's group
- * commits (one transaction per batch, synchronous=FULL, answered with each record's seq); the
- * publisher's delivered marks (synchronous=NORMAL: an update as large as the records it marks); and a
- * PASSIVE checkpoint when the WAL holds `minFrames` frames not yet in the database file (what SQLite's
- * wal_autocheckpoint would do inside a commit), at most once per `periodMs`; fewer are copied
- * `idleCheckpointMs` after the write, so a quiet box's WAL is folded in once rather than per
- * record. A PASSIVE checkpoint never blocks the writer; what it cannot copy yet is copied by the
- * next one. After `idleMs` without writes the thread ends: an idle agent carries no second isolate.
+ * The writer thread's entry: beside the bundle's main.js (the bundle's chunks are one folder
+ * down), beside this module (tsc's layout), or this module's TypeScript source, which Node runs
+ * with its type stripping (the test runner's layout).
  */
-const WORKER_SOURCE = `
-const { parentPort, workerData } = require('node:worker_threads');
-const fs = require('node:fs');
-const os = require('node:os');
-const Database = require(workerData.sqlite);
-const le = os.endianness() === 'LE';
-const header = Buffer.alloc(100);
-let db = null;
-let shm = null;
-let last = 0;
-let timer = null;
-let later = null;
-let idle = null;
-let insert = null;
-let count = null;
-const connect = () => {
-  if (db) return db;
-  db = new Database(workerData.path, { fileMustExist: true });
-  // Off the event loop, but a webhook waits on it: fail within 2 s (503, Retry-After) rather
-  // than queue batch after batch behind another process's lock until the request times out.
-  db.pragma('busy_timeout = 2000');
-  db.pragma('synchronous = FULL');
-  if (workerData.maxPageCount) db.pragma('max_page_count = ' + workerData.maxPageCount);
-  return db;
-};
-// One transaction for a batch of new records; for each, its seq, or null when already stored.
-const commit = (m) => {
-  try {
-    const d = connect();
-    insert ??= d.prepare(workerData.insertSql);
-    count ??= d.prepare("UPDATE counters SET value = value + ? WHERE name = 'pending'");
-    const seqs = [];
-    d.transaction(() => {
-      seqs.length = 0;
-      let n = 0;
-      for (const row of m.rows) {
-        const r = insert.get(row);
-        seqs.push(r ? r.seq : null);
-        if (r) n++;
-      }
-      if (n > 0) count.run(n);
-    }).immediate();
-    parentPort.postMessage({ id: m.id, seqs });
-  } catch (err) {
-    if (!(err && err.code && String(err.code).startsWith('SQLITE_'))) close();
-    parentPort.postMessage({ id: m.id, fail: { code: err && err.code, message: String(err && err.message || err) } });
+function writerEntry(): string {
+  for (const rel of ['../store-writer.js', './store-writer.js', './store-writer.ts']) {
+    const file = fileURLToPath(new URL(rel, import.meta.url));
+    if (existsSync(file)) return file;
   }
-};
-// Records whose PUBACK came, marked in one transaction without an fsync of its own
-// (synchronous=NORMAL: lost to a power cut, they are only sent again); answered with how many.
-let mark = null;
-const deliver = (m) => {
-  try {
-    const d = connect();
-    mark ??= {
-      run: d.prepare(workerData.deliverSql),
-      count: d.prepare('UPDATE counters SET value = value + ? WHERE name = ?'),
-      set: d.prepare('UPDATE counters SET value = ? WHERE name = ?'),
-      normal: d.prepare('PRAGMA synchronous = NORMAL'),
-      full: d.prepare('PRAGMA synchronous = FULL'),
-    };
-    let changed = 0;
-    mark.normal.run();
-    try {
-      d.transaction(() => {
-        changed = 0;
-        for (const [first, last] of m.deliver) changed += mark.run.run(m.at, first, last).changes;
-        if (changed > 0) {
-          mark.count.run(-changed, 'pending');
-          mark.count.run(changed, 'delivered');
-          mark.set.run(m.at, 'last_delivery_at');
-        }
-      }).immediate();
-    } finally {
-      if (d.open) mark.full.run();
-    }
-    parentPort.postMessage({ id: m.id, changed });
-  } catch (err) {
-    if (!(err && err.code && String(err.code).startsWith('SQLITE_'))) close();
-    parentPort.postMessage({ id: m.id, fail: { code: err && err.code, message: String(err && err.message || err) } });
-  }
-};
-const close = () => {
-  if (db && db.open) db.close();
-  db = null;
-  insert = count = mark = null;
-  if (shm !== null) try { fs.closeSync(shm); } catch {}
-  shm = null;
-};
-const end = () => { for (const t of [timer, later, idle]) if (t) clearTimeout(t); close(); parentPort.close(); };
-// Frames in the WAL not yet copied: mxFrame (offset 16) less nBackfill (offset 96) of the
-// wal-index header, native byte order (sqlite.org/walformat.html). Unreadable: assume many.
-const uncopied = () => {
-  try {
-    if (shm === null) shm = fs.openSync(workerData.path + '-shm', 'r');
-    if (fs.readSync(shm, header, 0, 100, 0) < 100) return Infinity;
-    const mx = le ? header.readUInt32LE(16) : header.readUInt32BE(16);
-    const done = le ? header.readUInt32LE(96) : header.readUInt32BE(96);
-    return mx - done;
-  } catch { return Infinity; }
-};
-const checkpoint = () => {
-  timer = null;
-  if (later) { clearTimeout(later); later = null; }
-  try {
-    const [row] = connect().pragma('wal_checkpoint(PASSIVE)');
-    last = Date.now();
-    parentPort.postMessage({ done: row });
-  } catch (err) {
-    close();
-    parentPort.postMessage({ error: String(err && err.message || err) });
-  }
-};
-parentPort.on('message', (m) => {
-  if (m === 'close') return end();
-  if (m === 'reopen') return close();
-  if (idle) clearTimeout(idle);
-  idle = setTimeout(end, workerData.idleMs);
-  if (m !== 'written') {
-    if (m.deliver) deliver(m);
-    else commit(m);
-    if (timer || uncopied() < workerData.minFrames) return;
-    return checkpoint();
-  }
-  if (timer) return parentPort.postMessage({});
-  if (uncopied() < workerData.minFrames) {
-    later ??= setTimeout(checkpoint, workerData.idleCheckpointMs);
-    return parentPort.postMessage({});
-  }
-  const wait = last + workerData.periodMs - Date.now();
-  if (wait <= 0) checkpoint();
-  else { timer = setTimeout(checkpoint, wait); parentPort.postMessage({}); }
-});
-`;
+  throw new Error('the database writer thread (store-writer.js) is missing: npm run build');
+}
 
 export interface CheckpointResult {
   /** Frames in the WAL, and how many of them are now in the database file. */
@@ -169,18 +42,6 @@ export interface CheckpointerTuning {
   idleMs?: number;
 }
 
-/** A record to commit, as the outbox stores it (text, checksum and start request made on the event loop). */
-export interface CommitRow {
-  transactionId: string;
-  status: string;
-  deviceId: string;
-  record: string;
-  source: string;
-  receivedAt: number;
-  crc: number;
-  startRequest: string | null;
-}
-
 /** A commit the worker could not make: the SQLite code (SQLITE_FULL, ...) and message. */
 export class WorkerCommitError extends Error {
   constructor(
@@ -201,15 +62,10 @@ export interface StoreWorkerOptions extends CheckpointerOptions {
   maxPageCount?: number | undefined;
 }
 
+/** A request with an id, waiting for its one reply. */
 interface Waiting {
-  resolve: (answer: WorkerAnswer) => void;
+  resolve: (reply: WriterReply) => void;
   reject: (err: Error) => void;
-}
-
-/** What the worker answers a commit (each record's seq) or a delivered mark (rows changed). */
-interface WorkerAnswer {
-  seqs?: (number | null)[];
-  changed?: number;
 }
 
 /**
@@ -230,33 +86,20 @@ export class StoreWorker {
   constructor(private readonly opts: StoreWorkerOptions) {}
 
   private spawn(): Worker {
-    const sqlite = createRequire(import.meta.url).resolve('better-sqlite3');
-    const worker = new Worker(WORKER_SOURCE, {
-      eval: true,
-      workerData: {
-        sqlite,
-        path: this.opts.path,
-        insertSql: this.opts.insertSql,
-        deliverSql: this.opts.deliverSql,
-        maxPageCount: this.opts.maxPageCount ?? 0,
-        minFrames: this.opts.minFrames ?? 250,
-        idleCheckpointMs: this.opts.idleCheckpointMs ?? 30_000,
-        periodMs: this.opts.periodMs ?? 100,
-        idleMs: this.opts.idleMs ?? 60_000,
-      },
-    });
+    const settings: WriterSettings = {
+      sqlite: createRequire(import.meta.url).resolve('better-sqlite3'),
+      path: this.opts.path,
+      insertSql: this.opts.insertSql,
+      deliverSql: this.opts.deliverSql,
+      maxPageCount: this.opts.maxPageCount ?? 0,
+      minFrames: this.opts.minFrames ?? 250,
+      idleCheckpointMs: this.opts.idleCheckpointMs ?? 30_000,
+      periodMs: this.opts.periodMs ?? 100,
+      idleMs: this.opts.idleMs ?? 60_000,
+    };
+    const worker = new Worker(writerEntry(), { workerData: settings });
     worker.unref();
-    worker.on('message', (m: WorkerAnswer & { id?: number; fail?: { code?: string; message: string }; done?: CheckpointResult; error?: string }) => {
-      if (m.id !== undefined) return this.answered(m.id, m, m.fail);
-      this.asked = false;
-      // Written again while the worker was answering: those frames are told about too.
-      if (this.writtenSince) {
-        this.writtenSince = false;
-        this.written();
-      }
-      if (m.error !== undefined) this.opts.onError?.(m.error);
-      else if (m.done) this.opts.onDone?.(m.done);
-    });
+    worker.on('message', (m: WriterReply) => this.onReply(worker, m));
     worker.on('error', (err) => this.opts.onError?.(err.message));
     worker.on('exit', () => {
       if (this.worker !== worker) return;
@@ -266,7 +109,7 @@ export class StoreWorker {
         this.waiting.delete(id);
         w.reject(new WorkerCommitError('the database writer thread ended before answering', undefined));
       }
-      // It ended (idle) just as a write asked for it: that write still gets its checkpoint.
+      // It ended just as a write asked for it: that write still gets its checkpoint.
       const wasAsked = this.asked;
       this.asked = false;
       if (wasAsked) this.written();
@@ -274,34 +117,69 @@ export class StoreWorker {
     return worker;
   }
 
-  private answered(id: number, answer: WorkerAnswer, fail: { code?: string; message: string } | undefined): void {
+  private onReply(worker: Worker, m: WriterReply): void {
+    switch (m.type) {
+      case 'committed':
+      case 'delivered':
+        return this.answered(m.id, m);
+      case 'failed':
+        return this.answered(m.id, m, m.failure);
+      case 'noted':
+        this.asked = false;
+        // Written again while the worker was answering: those frames are told about too.
+        if (this.writtenSince) {
+          this.writtenSince = false;
+          this.written();
+        }
+        return;
+      case 'checkpointed':
+        return this.opts.onDone?.({ log: m.log, checkpointed: m.checkpointed });
+      case 'checkpoint-failed':
+        return this.opts.onError?.(m.message);
+      case 'idle':
+        // The handshake: the thread ends only when nothing is waiting for it. It is let go at
+        // once, so a request made after this goes to a new thread, never to one that is ending.
+        if (this.worker !== worker || this.waiting.size > 0 || this.asked) return;
+        this.worker = null;
+        this.post(worker, { type: 'exit' });
+        return;
+    }
+  }
+
+  private answered(id: number, reply: WriterReply, failure?: WriterFailure): void {
     const w = this.waiting.get(id);
     if (!w) return;
     this.waiting.delete(id);
-    if (fail) w.reject(new WorkerCommitError(fail.message, fail.code));
-    else w.resolve(answer);
+    if (failure) w.reject(new WorkerCommitError(failure.message, failure.code));
+    else w.resolve(reply);
   }
 
-  private ask(message: object): Promise<WorkerAnswer> {
+  private post(worker: Worker, message: WriterRequest): void {
+    worker.postMessage(message);
+  }
+
+  private ask(request: (id: number) => WriterRequest): Promise<WriterReply> {
     if (this.stopped) return Promise.reject(new WorkerCommitError('the database is closed', undefined));
     this.worker ??= this.spawn();
     const id = this.nextId++;
+    const worker = this.worker;
     return new Promise((resolve, reject) => {
       this.waiting.set(id, { resolve, reject });
-      (this.worker as Worker).postMessage({ ...message, id });
+      this.post(worker, request(id));
     });
   }
 
   /** Commits the rows in one transaction; resolves with each one's seq (null: already stored) once it is on disk. */
   async commit(rows: CommitRow[]): Promise<(number | null)[]> {
-    const { seqs } = await this.ask({ rows });
-    if (seqs?.length !== rows.length) throw new WorkerCommitError('the database writer thread gave no answer for the records', undefined);
-    return seqs;
+    const reply = await this.ask((id) => ({ type: 'commit', id, rows }));
+    if (reply.type !== 'committed' || reply.seqs.length !== rows.length) throw new WorkerCommitError('the database writer thread gave no answer for the records', undefined);
+    return reply.seqs;
   }
 
   /** Marks the seq ranges delivered at `at`, in one transaction; resolves with how many rows changed. */
   async deliver(ranges: [number, number][], at: number): Promise<number> {
-    return (await this.ask({ deliver: ranges, at })).changed ?? 0;
+    const reply = await this.ask((id) => ({ type: 'deliver', id, ranges, at }));
+    return reply.type === 'delivered' ? reply.changed : 0;
   }
 
   /** A commit on the event loop's connection added frames to the WAL. */
@@ -313,12 +191,12 @@ export class StoreWorker {
     }
     this.worker ??= this.spawn();
     this.asked = true;
-    this.worker.postMessage('written');
+    this.post(this.worker, { type: 'written' });
   }
 
   /** The database file was recreated: the worker's connection is to the old one. */
   reopen(): void {
-    this.worker?.postMessage('reopen');
+    if (this.worker) this.post(this.worker, { type: 'reopen' });
     this.asked = false;
   }
 
@@ -338,7 +216,7 @@ export class StoreWorker {
     const worker = this.worker;
     this.worker = null;
     this.asked = false;
-    worker?.postMessage('close');
+    if (worker) this.post(worker, { type: 'close' });
     for (const [id, w] of this.waiting) {
       this.waiting.delete(id);
       w.reject(new WorkerCommitError('the database was closed before the commit was answered', undefined));

@@ -145,6 +145,25 @@ describe('the store worker thread (the running agent)', () => {
     rmSync(dir, { recursive: true, force: true });
   });
 
+  it('never fails a commit posted as its thread asks to end: the thread ends only when nothing waits', async () => {
+    // The thread asks to end after 1 ms without work; commits come every 0-3 ms, so many are
+    // posted just as it asks. Each must be committed: none "ended before answering" (a 503 to a
+    // webhook on a healthy disk, before the thread asked rather than just ended).
+    const dir = mkdtempSync(join(tmpdir(), 'idle-race-'));
+    const outbox = new Outbox({ path: join(dir, 'agent.db'), worker: { idleMs: 1 } });
+    outbox.open();
+    const results = [];
+    for (let i = 0; i < 150; i++) {
+      results.push(outbox.commit([asRecord(vendorRecord())], 'webhook', 1000 + i).then(() => 'ok', (err: Error) => err.message));
+      await new Promise((r) => setTimeout(r, i % 4));
+    }
+    const outcomes = await Promise.all(results);
+    expect(outcomes.filter((o) => o !== 'ok')).toEqual([]);
+    expect(outbox.stats().pending).toBe(150);
+    outbox.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
   it('is not started by writes that change nothing (an idle box: a prune with nothing to prune)', () => {
     const { outbox, dir } = store();
     expect(outbox.pruneBatch(Date.now(), 100)).toBe(0);
