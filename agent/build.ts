@@ -29,23 +29,23 @@ import { Indicators, STATUS_LED, chairLedName } from './components/indicators.js
 import { HttpListener } from './http/listener.js';
 import { sendJson } from './http/body.js';
 import type { Broker } from './mqtt/broker.js';
-import { MqttBroker } from './mqtt/mqtt-broker.js';
 import { RefusalGuard } from './mqtt/refusal-guard.js';
 import { MqttBridge } from './mqtt/bridge.js';
 import { MqttStartCommands } from './mqtt/start-commands.js';
-import { OFFLINE, Topics } from './mqtt/topics.js';
+import { Topics } from './mqtt/topics.js';
 import type { TransactionRecord, VendorApi } from './vendor/vendor-api.js';
-import { UndiciVendorApi } from './vendor/undici-vendor-api.js';
 import { Outbox } from './store/outbox.js';
 import { monotonicScheduler, type Scheduler } from './scheduler.js';
 import { VendorClock } from './core/vendor-clock.js';
 import type { GpioDriver } from './gpio/gpio-driver.js';
-import { OnoffDriver } from './gpio/onoff-driver.js';
-import { GpiodDriver } from './gpio/gpiod-driver.js';
-import type { Bias } from './gpio/gpiod-binding.js';
 import { SimGpioDriver } from './gpio/sim-driver.js';
 import { simGpioRoutes } from './gpio/sim-routes.js';
-import { StartService, type StartOutcome, type StartRequest } from './start/start-service.js';
+import type { StartOutcome, StartRequest, StartService } from './start/start-service.js';
+import { vendorFromConfig } from './vendor/vendor-from-config.js';
+import { brokerFromConfig } from './mqtt/broker-from-config.js';
+import { buttonBias, gpioFromConfig } from './gpio/gpio-from-config.js';
+import { startServiceFor } from './start/start-service-from-config.js';
+import { registryFor } from './core/registry-from-config.js';
 
 /** The whole stop must fit in the 10 s the interface allows, with room to spare. */
 const STOP_BUDGET_MS = 9_000;
@@ -84,86 +84,6 @@ export interface Agent {
   readonly buttons: Buttons;
   start(): Promise<void>;
   stop(): Promise<void>;
-}
-
-export function vendorFromConfig(config: Config, clock: Clock, logger: Logger, metrics?: Metrics): VendorApi {
-  return new UndiciVendorApi({
-    baseUrl: config.vendor.baseUrl,
-    apiKey: config.vendor.apiKey,
-    timeoutMs: config.vendor.requestTimeoutSeconds * 1000,
-    retries: config.vendor.retries,
-    clock,
-    logger: logger.child({ component: 'vendor' }),
-    observe: metrics
-      ? (endpoint, outcome, seconds) => {
-          metrics.vendorRequests.inc({ endpoint, outcome });
-          metrics.vendorDuration.observe({ endpoint }, seconds);
-        }
-      : undefined,
-  });
-}
-
-export function brokerFromConfig(config: Config, topics: Topics, logger: Logger, clock: Clock = systemClock): Broker {
-  const m = config.mqtt;
-  return new MqttBroker({
-    url: m.url,
-    clientId: m.clientId ?? `chair-agent-${config.site.id}`,
-    username: m.username,
-    password: m.password,
-    ca: m.ca,
-    cert: m.cert,
-    key: m.key,
-    rejectUnauthorized: m.rejectUnauthorized,
-    protocolVersion: m.protocolVersion,
-    keepaliveSeconds: m.keepaliveSeconds,
-    reconnectSeconds: m.reconnectSeconds,
-    will: { topic: topics.bridgeState, payload: OFFLINE },
-    clock,
-    logger: logger.child({ component: 'mqtt' }),
-  });
-}
-
-/** The buttons' pull resistor: gpio.bias, else pull-up for buttons to ground (activeLow), pull-down otherwise. */
-export function buttonBias(config: Config): Bias {
-  return config.gpio.bias ?? (config.gpio.activeLow ? 'pull-up' : 'pull-down');
-}
-
-export function gpioFromConfig(config: Config, clock: Clock, logger: Logger): GpioDriver {
-  const log = logger.child({ component: 'gpio' });
-  switch (config.gpio.driver) {
-    case 'sim':
-      return new SimGpioDriver(clock);
-    case 'onoff':
-      return new OnoffDriver({ logger: log, chipBase: config.gpio.chipBase });
-    case 'gpiod':
-      return new GpiodDriver({ logger: log, bias: buttonBias(config) });
-  }
-}
-
-/** Minutes of a start that names none: the chair's own, else vendor.sessionMinutes. */
-export function minutesFor(config: Config): (deviceId: string) => number {
-  return (id) => config.gpio.chairs.find((c) => c.deviceId === id)?.minutes ?? config.vendor.sessionMinutes;
-}
-
-export function startServiceFor(config: Config, deps: { vendor: VendorApi; registry: ChairRegistry; clock: Clock; logger: Logger; metrics?: Metrics }): StartService {
-  return new StartService({
-    ...deps,
-    logger: deps.logger.child({ component: 'starts' }),
-    minutesFor: minutesFor(config),
-    confirmTimeoutMs: config.start.confirmTimeoutSeconds * 1000,
-    confirmIntervalMs: config.start.confirmIntervalSeconds * 1000,
-    unknownHoldMs: config.start.unknownHoldSeconds * 1000,
-  });
-}
-
-export function registryFor(config: Config): ChairRegistry {
-  return new ChairRegistry({
-    timeZone: config.site.timezone,
-    availableStatuses: config.vendor.availableStatuses,
-    staleAfterMs: 3 * config.vendor.pollSeconds * 1000,
-    forgetAfterMs: config.vendor.forgetChairAfterMinutes * 60_000,
-    expected: config.gpio.chairs.map((c) => c.deviceId),
-  });
 }
 
 /** The composition root: every component, wired, not yet started. */

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { build, buttonBias, type Agent } from '../../agent/build.js';
+import { build, type Agent } from '../../agent/build.js';
+import { buttonBias } from '../../agent/gpio/gpio-from-config.js';
 import { systemClock } from '../../agent/clock.js';
 import { GpiodDriver } from '../../agent/gpio/gpiod-driver.js';
 import { Simulator } from '../../agent/simulator/simulator.js';

@@ -1,5 +1,5 @@
 import { existsSync } from 'node:fs';
-import { buttonBias, gpioFromConfig } from '../../build.js';
+import { buttonBias, gpioFromConfig } from '../../gpio/gpio-from-config.js';
 import { systemClock, type Clock } from '../../clock.js';
 import { errorMessage } from '../../errors.js';
 import type { GpioDriver, GpioInput, GpioOutput } from '../../gpio/gpio-driver.js';

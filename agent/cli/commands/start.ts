@@ -1,4 +1,6 @@
-import { registryFor, startServiceFor, vendorFromConfig } from '../../build.js';
+import { registryFor } from '../../core/registry-from-config.js';
+import { startServiceFor } from '../../start/start-service-from-config.js';
+import { vendorFromConfig } from '../../vendor/vendor-from-config.js';
 import { systemClock } from '../../clock.js';
 import { createLogger } from '../../logger.js';
 import { errorMessage } from '../../errors.js';

@@ -1,0 +1,26 @@
+import type { Clock } from '../clock.js';
+import type { Config } from '../config/schema.js';
+import type { Logger } from '../logger.js';
+import type { Bias } from './gpiod-binding.js';
+import type { GpioDriver } from './gpio-driver.js';
+import { GpiodDriver } from './gpiod-driver.js';
+import { OnoffDriver } from './onoff-driver.js';
+import { SimGpioDriver } from './sim-driver.js';
+
+/** The buttons' pull resistor: gpio.bias, else pull-up for buttons to ground (activeLow), pull-down otherwise. */
+export function buttonBias(config: Config): Bias {
+  return config.gpio.bias ?? (config.gpio.activeLow ? 'pull-up' : 'pull-down');
+}
+
+/** The GPIO driver gpio.driver names (the agent and `chair-agent gpio`). */
+export function gpioFromConfig(config: Config, clock: Clock, logger: Logger): GpioDriver {
+  const log = logger.child({ component: 'gpio' });
+  switch (config.gpio.driver) {
+    case 'sim':
+      return new SimGpioDriver(clock);
+    case 'onoff':
+      return new OnoffDriver({ logger: log, chipBase: config.gpio.chipBase });
+    case 'gpiod':
+      return new GpiodDriver({ logger: log, bias: buttonBias(config) });
+  }
+}
