@@ -6,8 +6,8 @@
 import { parseCli, UsageError, type ParsedArgs } from './cli/args.js';
 import { USAGE, VERB_HELP } from './cli/help.js';
 import { EXIT_FAILURE, EXIT_OK, type CommandContext } from './cli/context.js';
-import { errorMessage } from './errors.js';
-import { agentVersion } from './version.js';
+import { errorMessage } from './platform/errors.js';
+import { agentVersion } from './platform/version.js';
 import { OLD_NODE_HINT, pinnedRuntime } from './cli/pinned-runtime.js';
 import * as nodeModule from 'node:module';
 

@@ -2,9 +2,9 @@ import { performance } from 'node:perf_hooks';
 import { build } from '../agent/build.js';
 import { validateConfig } from '../agent/config/load.js';
 import { SimGpioDriver } from '../agent/gpio/sim-driver.js';
-import { silentLogger } from '../agent/logger.js';
+import { silentLogger } from '../agent/platform/logger.js';
 import { Simulator } from '../agent/simulator/simulator.js';
-import { systemClock } from '../agent/clock.js';
+import { systemClock } from '../agent/platform/clock.js';
 import { startBroker } from './lib/broker.js';
 import { percentile, round } from './lib/stats.js';
 

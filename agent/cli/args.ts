@@ -1,5 +1,5 @@
 import { parseArgs } from 'node:util';
-import { AgentError } from '../errors.js';
+import { AgentError } from '../platform/errors.js';
 
 export const VERBS = ['run', 'check', 'doctor', 'start', 'outbox', 'gpio', 'secrets', 'simulate', 'demo', 'schema'] as const;
 export type Verb = (typeof VERBS)[number];

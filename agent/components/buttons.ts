@@ -1,6 +1,6 @@
-import type { Logger } from '../logger.js';
-import type { Metrics } from '../metrics.js';
-import { errorMessage } from '../errors.js';
+import type { Logger } from '../platform/logger.js';
+import type { Metrics } from '../observe/metrics.js';
+import { errorMessage } from '../platform/errors.js';
 import type { GpioDriver, GpioInput, InputOptions } from '../gpio/gpio-driver.js';
 import type { StartService } from '../start/start-service.js';
 import type { Component } from './component.js';

@@ -1,4 +1,4 @@
-import type { Health } from '../health.js';
+import type { Health } from '../observe/health.js';
 import type { ChairRegistry } from '../core/chair-registry.js';
 import { chairLedPattern, statusLedPattern } from '../core/led-patterns.js';
 import type { StartOutcome, StartService } from '../start/start-service.js';

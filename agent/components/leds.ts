@@ -1,6 +1,6 @@
-import type { Clock, Timer } from '../clock.js';
-import type { Logger } from '../logger.js';
-import { errorMessage } from '../errors.js';
+import type { Clock, Timer } from '../platform/clock.js';
+import type { Logger } from '../platform/logger.js';
+import { errorMessage } from '../platform/errors.js';
 import { FLASH_TOTAL_MS, ledLevel, nextLedChange, type LedPattern } from '../core/led-patterns.js';
 import type { GpioDriver, GpioOutput } from '../gpio/gpio-driver.js';
 import type { Component } from './component.js';

@@ -1,8 +1,8 @@
-import type { Clock, Timer } from '../clock.js';
-import type { Logger } from '../logger.js';
-import type { Metrics } from '../metrics.js';
-import { errorMessage } from '../errors.js';
-import { formatIsoWithOffset } from '../core/vendor-time.js';
+import type { Clock, Timer } from '../platform/clock.js';
+import type { Logger } from '../platform/logger.js';
+import type { Metrics } from '../observe/metrics.js';
+import { errorMessage } from '../platform/errors.js';
+import { formatIsoWithOffset } from '../time/vendor-time.js';
 import { BrokerError, type Broker, type CloseInfo } from '../mqtt/broker.js';
 import type { Topics } from '../mqtt/topics.js';
 import { recordIntact, StoreError, type Outbox, type StoredRecord } from '../store/outbox.js';

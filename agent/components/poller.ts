@@ -1,12 +1,12 @@
-import type { Clock, Timer } from '../clock.js';
-import type { Logger } from '../logger.js';
-import type { Health } from '../health.js';
+import type { Clock, Timer } from '../platform/clock.js';
+import type { Logger } from '../platform/logger.js';
+import type { Health } from '../observe/health.js';
 import type { ChairRegistry } from '../core/chair-registry.js';
 import type { ChairReading, VendorApi } from '../vendor/vendor-api.js';
 import { isVendorError } from '../vendor/errors.js';
-import { errorMessage } from '../errors.js';
+import { errorMessage } from '../platform/errors.js';
 import { boundedRetryAfter } from '../core/backoff.js';
-import type { VendorClock } from '../core/vendor-clock.js';
+import type { VendorClock } from '../time/vendor-clock.js';
 import type { Component } from './component.js';
 
 export interface PollerDeps {

@@ -1,7 +1,7 @@
-import type { Clock, Timer } from '../clock.js';
-import type { Logger } from '../logger.js';
-import type { Scheduler, ScheduledJob } from '../scheduler.js';
-import { errorMessage } from '../errors.js';
+import type { Clock, Timer } from '../platform/clock.js';
+import type { Logger } from '../platform/logger.js';
+import type { Scheduler, ScheduledJob } from '../time/scheduler.js';
+import { errorMessage } from '../platform/errors.js';
 import type { Outbox } from '../store/outbox.js';
 import type { Component } from './component.js';
 

@@ -1,7 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { Logger } from '../logger.js';
-import type { Metrics } from '../metrics.js';
-import { errorMessage } from '../errors.js';
+import type { Logger } from '../platform/logger.js';
+import type { Metrics } from '../observe/metrics.js';
+import { errorMessage } from '../platform/errors.js';
 import { BodyTooLarge, readBody, sendJson } from '../http/body.js';
 import type { RefusalLog } from '../http/refusal-log.js';
 import { verifySignature } from '../http/sign.js';

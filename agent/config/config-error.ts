@@ -1,4 +1,4 @@
-import { AgentError } from '../errors.js';
+import { AgentError } from '../platform/errors.js';
 
 export const DEFAULT_CONFIG_PATH = '/etc/chair-agent/config.yaml';
 

@@ -1,6 +1,6 @@
 // A worker thread's entry: loads and validates the config, posts the result, ends.
 import { parentPort, workerData } from 'node:worker_threads';
-import { errorMessage } from '../errors.js';
+import { errorMessage } from '../platform/errors.js';
 import { ConfigError, loadConfig, type ConfigSources } from './load.js';
 
 const { path, sources } = workerData as { path: string; sources: ConfigSources };

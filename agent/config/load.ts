@@ -2,7 +2,7 @@ import { accessSync, constants, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseDocument } from 'yaml';
 import type { z } from 'zod';
-import { errorCode } from '../errors.js';
+import { errorCode } from '../platform/errors.js';
 import { deepFreeze } from '../core/deep-freeze.js';
 import { ConfigError } from './config-error.js';
 import { ConfigSchema, SECRET_PATHS, formatPath, type Config } from './schema.js';

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import cron from 'node-cron';
-import { isValidTimeZone } from '../core/vendor-time.js';
+import { isValidTimeZone } from '../time/vendor-time.js';
 
 /**
  * The configuration file, as one schema. The TypeScript type, the defaults, the validation and

@@ -1,5 +1,5 @@
 import type { ChairReading } from '../vendor/vendor-api.js';
-import { vendorTimeToIso } from './vendor-time.js';
+import { vendorTimeToIso } from '../time/vendor-time.js';
 
 /** A chair as the agent publishes it on B/chairs/<DeviceId>. */
 export interface ChairState {

@@ -1,4 +1,4 @@
-import { AgentError } from '../errors.js';
+import { AgentError } from '../platform/errors.js';
 import type { Bias } from './gpiod-binding.js';
 
 export interface InputOptions {

@@ -1,6 +1,6 @@
-import type { Clock } from '../clock.js';
+import type { Clock } from '../platform/clock.js';
 import type { Config } from '../config/schema.js';
-import type { Logger } from '../logger.js';
+import type { Logger } from '../platform/logger.js';
 import type { Bias } from './gpiod-binding.js';
 import type { GpioDriver } from './gpio-driver.js';
 import { GpiodDriver } from './gpiod-driver.js';

@@ -1,7 +1,7 @@
 import { readdirSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
-import { packageRoot } from '../version.js';
+import { packageRoot } from '../platform/version.js';
 
 /**
  * The port the gpiod driver uses: the kernel's GPIO character device (uAPI v2), as the addon

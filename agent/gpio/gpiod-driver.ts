@@ -1,5 +1,5 @@
-import type { Logger } from '../logger.js';
-import { errorCode, errorMessage } from '../errors.js';
+import type { Logger } from '../platform/logger.js';
+import { errorCode, errorMessage } from '../platform/errors.js';
 import { chipPaths, loadGpiodBinding, addonPath, type Bias, type ChipInfo, type GpiodBinding, type LineInfo } from './gpiod-binding.js';
 import { GpioError, type GpioDriver, type GpioInput, type GpioOutput, type InputOptions, type LineDetails } from './gpio-driver.js';
 

@@ -1,7 +1,7 @@
 import { accessSync, constants, existsSync } from 'node:fs';
 import { join } from 'node:path';
-import type { Logger } from '../logger.js';
-import { errorCode, errorMessage } from '../errors.js';
+import type { Logger } from '../platform/logger.js';
+import { errorCode, errorMessage } from '../platform/errors.js';
 import { GpioError, type GpioDriver, type GpioInput, type GpioOutput, type InputOptions } from './gpio-driver.js';
 import { findHeaderBase } from './sysfs-chip.js';
 

@@ -1,4 +1,4 @@
-import type { Clock, Timer } from '../clock.js';
+import type { Clock, Timer } from '../platform/clock.js';
 import { GpioError, type GpioDriver, type GpioInput, type GpioOutput, type InputOptions } from './gpio-driver.js';
 
 interface SimLine {

@@ -1,5 +1,5 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { AgentError } from '../errors.js';
+import { AgentError } from '../platform/errors.js';
 
 export class BodyTooLarge extends AgentError {
   constructor(limit: number) {

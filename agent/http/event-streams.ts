@@ -1,5 +1,5 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { Clock, Timer } from '../clock.js';
+import type { Clock, Timer } from '../platform/clock.js';
 import { sendJson } from './body.js';
 
 export interface EventStreamLimits {

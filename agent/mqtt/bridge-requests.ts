@@ -1,7 +1,7 @@
 import type { Component } from '../components/component.js';
-import { errorMessage } from '../errors.js';
-import type { Logger } from '../logger.js';
-import type { Metrics } from '../metrics.js';
+import { errorMessage } from '../platform/errors.js';
+import type { Logger } from '../platform/logger.js';
+import type { Metrics } from '../observe/metrics.js';
 import type { Broker, InboundMessage } from './broker.js';
 import { publishAnswer, responseTopicProblem } from './start-commands.js';
 import type { Topics } from './topics.js';

@@ -1,9 +1,9 @@
-import { within, type Clock, type Timer } from '../clock.js';
-import type { Logger } from '../logger.js';
-import type { Health } from '../health.js';
+import { within, type Clock, type Timer } from '../platform/clock.js';
+import type { Logger } from '../platform/logger.js';
+import type { Health } from '../observe/health.js';
 import type { ChairRegistry } from '../core/chair-registry.js';
 import type { ChairState } from '../core/chair-state.js';
-import { errorMessage } from '../errors.js';
+import { errorMessage } from '../platform/errors.js';
 import type { Component } from '../components/component.js';
 import type { Broker } from './broker.js';
 import { OFFLINE, ONLINE, type Topics } from './topics.js';

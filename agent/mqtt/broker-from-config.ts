@@ -1,6 +1,6 @@
-import { systemClock, type Clock } from '../clock.js';
+import { systemClock, type Clock } from '../platform/clock.js';
 import type { Config } from '../config/schema.js';
-import type { Logger } from '../logger.js';
+import type { Logger } from '../platform/logger.js';
 import type { Broker } from './broker.js';
 import { MqttBroker } from './mqtt-broker.js';
 import { OFFLINE, type Topics } from './topics.js';

@@ -1,5 +1,5 @@
 import type { EventEmitter } from 'node:events';
-import { AgentError } from '../errors.js';
+import { AgentError } from '../platform/errors.js';
 
 /**
  * Why a publish did not get its PUBACK:

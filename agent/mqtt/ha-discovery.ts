@@ -1,8 +1,8 @@
 import { createHash } from 'node:crypto';
 import type { Component } from '../components/component.js';
 import type { ChairRegistry } from '../core/chair-registry.js';
-import { errorMessage } from '../errors.js';
-import type { Logger } from '../logger.js';
+import { errorMessage } from '../platform/errors.js';
+import type { Logger } from '../platform/logger.js';
 import type { Broker, InboundMessage } from './broker.js';
 import type { Topics } from './topics.js';
 

@@ -1,8 +1,8 @@
 import { EventEmitter } from 'node:events';
 import mqtt, { type IClientOptions, type IClientPublishOptions, type MqttClient } from 'mqtt';
-import type { Clock, Timer } from '../clock.js';
-import type { Logger } from '../logger.js';
-import { errorMessage } from '../errors.js';
+import type { Clock, Timer } from '../platform/clock.js';
+import type { Logger } from '../platform/logger.js';
+import { errorMessage } from '../platform/errors.js';
 import { redactUrl } from '../config/redact.js';
 import { reconnectDelay } from '../core/backoff.js';
 import { endpointOptions, type BrokerEndpoint } from './client-options.js';

@@ -1,6 +1,6 @@
 import { EventEmitter } from 'node:events';
-import type { Clock, Timer } from '../clock.js';
-import type { Logger } from '../logger.js';
+import type { Clock, Timer } from '../platform/clock.js';
+import type { Logger } from '../platform/logger.js';
 import { BrokerError, type Broker, type BrokerEvents, type CloseInfo, type PublishOptions, type SubscribeOptions } from './broker.js';
 
 /** What a topic carries, for counting refusals the way an operator reads them. */

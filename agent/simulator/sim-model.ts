@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
-import type { Clock, Timer } from '../clock.js';
-import { formatVendorTime } from '../core/vendor-time.js';
+import type { Clock, Timer } from '../platform/clock.js';
+import { formatVendorTime } from '../time/vendor-time.js';
 
 export interface SimChair {
   deviceId: string;

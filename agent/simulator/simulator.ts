@@ -1,8 +1,8 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
-import { systemClock, type Clock } from '../clock.js';
-import { silentLogger, type Logger } from '../logger.js';
-import { parseVendorTime } from '../core/vendor-time.js';
+import { systemClock, type Clock } from '../platform/clock.js';
+import { silentLogger, type Logger } from '../platform/logger.js';
+import { parseVendorTime } from '../time/vendor-time.js';
 import { parseJsonBody, readBody, sendJson } from '../http/body.js';
 import { FaultBook, parseFault, type Fault, type SimEndpoint } from './sim-faults.js';
 import { SimModel, type SimChair } from './sim-model.js';

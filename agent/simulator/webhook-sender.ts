@@ -1,7 +1,7 @@
 import { request } from 'undici';
-import type { Clock } from '../clock.js';
-import type { Logger } from '../logger.js';
-import { errorMessage } from '../errors.js';
+import type { Clock } from '../platform/clock.js';
+import type { Logger } from '../platform/logger.js';
+import { errorMessage } from '../platform/errors.js';
 import { signBody } from '../http/sign.js';
 
 export interface WebhookTarget {

@@ -1,6 +1,6 @@
-import type { Clock } from '../clock.js';
-import type { VendorClock } from '../core/vendor-clock.js';
-import { formatIsoWithOffset, parseNaive } from '../core/vendor-time.js';
+import type { Clock } from '../platform/clock.js';
+import type { VendorClock } from '../time/vendor-clock.js';
+import { formatIsoWithOffset, parseNaive } from '../time/vendor-time.js';
 import type { TransactionRecord } from '../vendor/vendor-api.js';
 import type { StartRequest } from './start-service.js';
 

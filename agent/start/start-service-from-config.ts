@@ -1,8 +1,8 @@
-import type { Clock } from '../clock.js';
+import type { Clock } from '../platform/clock.js';
 import type { Config } from '../config/schema.js';
 import type { ChairRegistry } from '../core/chair-registry.js';
-import type { Logger } from '../logger.js';
-import type { Metrics } from '../metrics.js';
+import type { Logger } from '../platform/logger.js';
+import type { Metrics } from '../observe/metrics.js';
 import type { VendorApi } from '../vendor/vendor-api.js';
 import { StartService } from './start-service.js';
 

@@ -1,8 +1,8 @@
 import { EventEmitter } from 'node:events';
-import { within, type Clock, type Timer } from '../clock.js';
-import type { Logger } from '../logger.js';
-import type { Metrics } from '../metrics.js';
-import { errorMessage } from '../errors.js';
+import { within, type Clock, type Timer } from '../platform/clock.js';
+import type { Logger } from '../platform/logger.js';
+import type { Metrics } from '../observe/metrics.js';
+import { errorMessage } from '../platform/errors.js';
 import type { ChairRegistry } from '../core/chair-registry.js';
 import { checkStart, REFUSAL_TEXT, type StartRefusal } from '../core/start-rules.js';
 import { VendorError } from '../vendor/errors.js';

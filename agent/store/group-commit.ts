@@ -1,4 +1,4 @@
-import type { Clock } from '../clock.js';
+import type { Clock } from '../platform/clock.js';
 import type { TransactionRecord } from '../vendor/vendor-api.js';
 import type { Annotate, Outbox, RecordSource } from './outbox.js';
 

@@ -2,7 +2,7 @@ import { EventEmitter } from 'node:events';
 import { statSync } from 'node:fs';
 import { crc32 } from 'node:zlib';
 import Database from 'better-sqlite3';
-import { AgentError, errorCode, errorMessage } from '../errors.js';
+import { AgentError, errorCode, errorMessage } from '../platform/errors.js';
 import type { TransactionRecord } from '../vendor/vendor-api.js';
 import { StoreWorker, type CheckpointerTuning, type CommitRow } from './store-worker.js';
 import { migrate } from './migrations.js';

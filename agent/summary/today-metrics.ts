@@ -1,4 +1,4 @@
-import type { Metrics } from '../metrics.js';
+import type { Metrics } from '../observe/metrics.js';
 import type { DaySummary } from './day-tally.js';
 
 /**

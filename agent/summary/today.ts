@@ -1,9 +1,9 @@
-import type { Clock, Timer } from '../clock.js';
+import type { Clock, Timer } from '../platform/clock.js';
 import type { Component } from '../components/component.js';
-import type { VendorClock } from '../core/vendor-clock.js';
-import { formatNaive, formatVendorTime, parseNaive } from '../core/vendor-time.js';
-import { errorMessage } from '../errors.js';
-import type { Logger } from '../logger.js';
+import type { VendorClock } from '../time/vendor-clock.js';
+import { formatNaive, formatVendorTime, parseNaive } from '../time/vendor-time.js';
+import { errorMessage } from '../platform/errors.js';
+import type { Logger } from '../platform/logger.js';
 import type { Broker } from '../mqtt/broker.js';
 import type { StoredRecord } from '../store/outbox.js';
 import { DayTally, type DaySummary } from './day-tally.js';

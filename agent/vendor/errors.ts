@@ -1,4 +1,4 @@
-import { AgentError } from '../errors.js';
+import { AgentError } from '../platform/errors.js';
 
 export type VendorErrorCode =
   | 'VENDOR_UNAUTHORIZED'

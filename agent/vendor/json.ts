@@ -6,7 +6,7 @@
  * Nesting is bounded before anything recursive runs: V8's JSON.parse copes with any depth, but a
  * reviver and JSON.stringify overflow the stack somewhere past a few thousand levels.
  */
-import { AgentError } from '../errors.js';
+import { AgentError } from '../platform/errors.js';
 
 interface RawJson {
   readonly rawJSON: string;

@@ -1,6 +1,6 @@
 import { Agent, request, type Dispatcher } from 'undici';
-import type { Clock } from '../clock.js';
-import type { Logger } from '../logger.js';
+import type { Clock } from '../platform/clock.js';
+import type { Logger } from '../platform/logger.js';
 import { fullJitterDelay, parseRetryAfter } from '../core/backoff.js';
 import { VendorError } from './errors.js';
 import { ListRepeats } from './list-repeat.js';

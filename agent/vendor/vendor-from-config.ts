@@ -1,7 +1,7 @@
-import type { Clock } from '../clock.js';
+import type { Clock } from '../platform/clock.js';
 import type { Config } from '../config/schema.js';
-import type { Logger } from '../logger.js';
-import type { Metrics } from '../metrics.js';
+import type { Logger } from '../platform/logger.js';
+import type { Metrics } from '../observe/metrics.js';
 import { UndiciVendorApi } from './undici-vendor-api.js';
 import type { VendorApi } from './vendor-api.js';
 

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { build, type Agent } from '../../agent/build.js';
-import { sleepWith, systemClock, type Clock } from '../../agent/clock.js';
+import { sleepWith, systemClock, type Clock } from '../../agent/platform/clock.js';
 import { signBody } from '../../agent/http/sign.js';
 import { Simulator } from '../../agent/simulator/simulator.js';
 import { startBroker, type TestBroker } from '../helpers/broker.js';

@@ -1,4 +1,4 @@
-import { sleepWith, type Clock, type Timer } from '../../agent/clock.js';
+import { sleepWith, type Clock, type Timer } from '../../agent/platform/clock.js';
 
 interface Pending {
   id: number;

@@ -1,7 +1,7 @@
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
-import type { Clock, Timer } from '../../agent/clock.js';
+import type { Clock, Timer } from '../../agent/platform/clock.js';
 import type { Bias, ChipInfo, GpiodBinding, LineConfig, LineEvent, LineInfo } from '../../agent/gpio/gpiod-binding.js';
 import { ROOT } from './cli.js';
 

@@ -1,4 +1,4 @@
-import { createLogger, type Logger } from '../../agent/logger.js';
+import { createLogger, type Logger } from '../../agent/platform/logger.js';
 
 export interface LogRecord {
   level: string;

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { build, type Agent } from '../../agent/build.js';
-import { silentLogger } from '../../agent/logger.js';
+import { silentLogger } from '../../agent/platform/logger.js';
 import { Simulator } from '../../agent/simulator/simulator.js';
 import { startBroker, type TestBroker } from '../helpers/broker.js';
 import { track } from '../helpers/agent-process.js';

@@ -2,7 +2,7 @@ import { createServer, get, type Server } from 'node:http';
 import { connect } from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
-import { systemClock } from '../../agent/clock.js';
+import { systemClock } from '../../agent/platform/clock.js';
 import { EventStreams, type EventStreamLimits } from '../../agent/http/event-streams.js';
 import { waitFor } from '../helpers/wait.js';
 

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { build, type Agent } from '../../agent/build.js';
 import { buttonBias } from '../../agent/gpio/gpio-from-config.js';
-import { systemClock } from '../../agent/clock.js';
+import { systemClock } from '../../agent/platform/clock.js';
 import { GpiodDriver } from '../../agent/gpio/gpiod-driver.js';
 import { Simulator } from '../../agent/simulator/simulator.js';
 import { startBroker, type TestBroker } from '../helpers/broker.js';

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import mqtt from 'mqtt';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { build, type Agent } from '../../agent/build.js';
-import { createLogger } from '../../agent/logger.js';
+import { createLogger } from '../../agent/platform/logger.js';
 import { Simulator } from '../../agent/simulator/simulator.js';
 import { startBroker, type TestBroker } from '../helpers/broker.js';
 import { TEST_API_KEY, TEST_SECRET, testConfig } from '../helpers/config.js';

@@ -1,10 +1,10 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { systemClock, type Clock } from '../../agent/clock.js';
-import { silentLogger } from '../../agent/logger.js';
+import { systemClock, type Clock } from '../../agent/platform/clock.js';
+import { silentLogger } from '../../agent/platform/logger.js';
 import { Simulator } from '../../agent/simulator/simulator.js';
 import { VendorError } from '../../agent/vendor/errors.js';
 import { UndiciVendorApi } from '../../agent/vendor/undici-vendor-api.js';
-import { formatVendorTime } from '../../agent/core/vendor-time.js';
+import { formatVendorTime } from '../../agent/time/vendor-time.js';
 
 const API_KEY = 'test-key-abcdef';
 

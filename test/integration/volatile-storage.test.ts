@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { tmpdir } from 'node:os';
 import { afterAll, describe, expect, it } from 'vitest';
 import { build } from '../../agent/build.js';
-import { silentLogger } from '../../agent/logger.js';
+import { silentLogger } from '../../agent/platform/logger.js';
 import { volatileStorage } from '../../agent/store/volatile-storage.js';
 import { testConfig } from '../helpers/config.js';
 import { runCli } from '../helpers/cli.js';

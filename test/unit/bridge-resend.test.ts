@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { bridgeApiHandlers, type BridgeApiDeps } from '../../agent/bridge-api.js';
-import { silentLogger } from '../../agent/logger.js';
+import { bridgeApiHandlers, type BridgeApiDeps } from '../../agent/mqtt/bridge-api.js';
+import { silentLogger } from '../../agent/platform/logger.js';
 import { RequestError } from '../../agent/mqtt/bridge-requests.js';
 import { Topics } from '../../agent/mqtt/topics.js';
 import type { RecordRange, StoredRecord } from '../../agent/store/outbox.js';

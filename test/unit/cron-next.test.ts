@@ -1,7 +1,7 @@
 import cron from 'node-cron';
 import { describe, expect, it } from 'vitest';
-import { nextInstant, wallMatcher } from '../../agent/core/cron-next.js';
-import { zoneOffsets } from '../../agent/core/time-zone.js';
+import { nextInstant, wallMatcher } from '../../agent/time/cron-next.js';
+import { zoneOffsets } from '../../agent/time/time-zone.js';
 
 const at = (iso: string): number => Date.parse(iso);
 const iso = (t: number): string => new Date(t).toISOString();

@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { formatCheck, gpioDoctorLines } from '../../agent/cli/commands/doctor.js';
 import { GpiodDriver } from '../../agent/gpio/gpiod-driver.js';
 import { overlayPins } from '../../agent/gpio/wiring.js';
-import { silentLogger } from '../../agent/logger.js';
+import { silentLogger } from '../../agent/platform/logger.js';
 import { ROOT } from '../helpers/cli.js';
 import { testConfig } from '../helpers/config.js';
 import { FakeClock } from '../helpers/fake-clock.js';

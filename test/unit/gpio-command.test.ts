@@ -6,7 +6,7 @@ import { parseCli } from '../../agent/cli/args.js';
 import { gpioCommand } from '../../agent/cli/commands/gpio.js';
 import type { CommandContext } from '../../agent/cli/context.js';
 import { GpiodDriver } from '../../agent/gpio/gpiod-driver.js';
-import { silentLogger } from '../../agent/logger.js';
+import { silentLogger } from '../../agent/platform/logger.js';
 import { FakeClock, settle } from '../helpers/fake-clock.js';
 import { FakeGpiod } from '../helpers/fake-gpiod.js';
 

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { GpiodDriver } from '../../agent/gpio/gpiod-driver.js';
 import { GpioError } from '../../agent/gpio/gpio-driver.js';
-import { silentLogger } from '../../agent/logger.js';
+import { silentLogger } from '../../agent/platform/logger.js';
 import { FakeClock } from '../helpers/fake-clock.js';
 import { FakeGpiod } from '../helpers/fake-gpiod.js';
 
@@ -155,9 +155,9 @@ describe('the gpiod driver finds every line by name, whatever the board', () => 
 
 describe('the press-to-start path and the LED patterns on a fake clock, through the gpiod driver', () => {
   it('press: one control call, the LED fast-blinks while the start is confirmed, then slow-blinks while the chair runs', async () => {
-    const { Metrics } = await import('../../agent/metrics.js');
+    const { Metrics } = await import('../../agent/observe/metrics.js');
     const { ChairRegistry } = await import('../../agent/core/chair-registry.js');
-    const { Health } = await import('../../agent/health.js');
+    const { Health } = await import('../../agent/observe/health.js');
     const { StartService } = await import('../../agent/start/start-service.js');
     const { LedController } = await import('../../agent/components/leds.js');
     const { Buttons } = await import('../../agent/components/buttons.js');

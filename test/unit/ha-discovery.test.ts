@@ -1,7 +1,7 @@
 import { EventEmitter } from 'node:events';
 import { describe, expect, it } from 'vitest';
 import { ChairRegistry } from '../../agent/core/chair-registry.js';
-import { silentLogger } from '../../agent/logger.js';
+import { silentLogger } from '../../agent/platform/logger.js';
 import type { Broker } from '../../agent/mqtt/broker.js';
 import { HaDiscovery } from '../../agent/mqtt/ha-discovery.js';
 import { Topics } from '../../agent/mqtt/topics.js';

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { LedController } from '../../agent/components/leds.js';
 import { SimGpioDriver } from '../../agent/gpio/sim-driver.js';
-import { silentLogger } from '../../agent/logger.js';
+import { silentLogger } from '../../agent/platform/logger.js';
 import { FakeClock } from '../helpers/fake-clock.js';
 
 function setup() {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { Metrics } from '../../agent/metrics.js';
+import { Metrics } from '../../agent/observe/metrics.js';
 
 describe('the /metrics text', () => {
   it('has counters with their labels, escaped, and histograms with cumulative buckets', async () => {

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { GpioError } from '../../agent/gpio/gpio-driver.js';
 import { OnoffDriver, type OnoffGpio, type OnoffModule } from '../../agent/gpio/onoff-driver.js';
-import { silentLogger } from '../../agent/logger.js';
+import { silentLogger } from '../../agent/platform/logger.js';
 
 type Chip = [name: string, base: number, label: string, ngpio: number];
 

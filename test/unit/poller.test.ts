@@ -1,13 +1,13 @@
 import { describe, expect, it } from 'vitest';
 import { Poller } from '../../agent/components/poller.js';
 import { ChairRegistry } from '../../agent/core/chair-registry.js';
-import { Health } from '../../agent/health.js';
-import { silentLogger } from '../../agent/logger.js';
+import { Health } from '../../agent/observe/health.js';
+import { silentLogger } from '../../agent/platform/logger.js';
 import { VendorError } from '../../agent/vendor/errors.js';
 import type { CallOptions, ChairList, VendorApi } from '../../agent/vendor/vendor-api.js';
 import { FakeClock } from '../helpers/fake-clock.js';
-import { VendorClock } from '../../agent/core/vendor-clock.js';
-import { formatVendorTime } from '../../agent/core/vendor-time.js';
+import { VendorClock } from '../../agent/time/vendor-clock.js';
+import { formatVendorTime } from '../../agent/time/vendor-time.js';
 
 /** A vendor whose list answers take `delayMs` of fake time, recording concurrency. */
 class ScriptedVendor implements VendorApi {

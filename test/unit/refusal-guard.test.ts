@@ -1,6 +1,6 @@
 import { EventEmitter } from 'node:events';
 import { describe, expect, it } from 'vitest';
-import { silentLogger } from '../../agent/logger.js';
+import { silentLogger } from '../../agent/platform/logger.js';
 import { BrokerError, type Broker, type BrokerEvents, type CloseInfo, type PublishOptions } from '../../agent/mqtt/broker.js';
 import { MAX_PAYLOAD_BYTES, RefusalGuard } from '../../agent/mqtt/refusal-guard.js';
 import { Topics } from '../../agent/mqtt/topics.js';

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { monotonicScheduler } from '../../agent/scheduler.js';
+import { monotonicScheduler } from '../../agent/time/scheduler.js';
 import { FakeClock } from '../helpers/fake-clock.js';
 import { memoryLogger } from '../helpers/memory-logger.js';
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { VendorClock } from '../../agent/core/vendor-clock.js';
+import { VendorClock } from '../../agent/time/vendor-clock.js';
 import { StartCorrelation } from '../../agent/start/start-correlation.js';
 import { asRecord } from '../helpers/records.js';
 import { FakeClock } from '../helpers/fake-clock.js';

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { ChairRegistry } from '../../agent/core/chair-registry.js';
-import { silentLogger } from '../../agent/logger.js';
+import { silentLogger } from '../../agent/platform/logger.js';
 import { StartService, type StartOutcome } from '../../agent/start/start-service.js';
 import { VendorError } from '../../agent/vendor/errors.js';
 import type { CallOptions, ChairReading, VendorApi } from '../../agent/vendor/vendor-api.js';

@@ -3,8 +3,8 @@ import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, w
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { zoneOffsets } from '../../agent/core/time-zone.js';
-import { parsePosixTz, parseTzif } from '../../agent/core/tzif.js';
+import { zoneOffsets } from '../../agent/time/time-zone.js';
+import { parsePosixTz, parseTzif } from '../../agent/time/tzif.js';
 
 const ZONEINFO = '/usr/share/zoneinfo';
 const ZIC = '/usr/sbin/zic';

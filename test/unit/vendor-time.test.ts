@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { formatIsoWithOffset, formatVendorTime, parseVendorTime, vendorTimeToIso } from '../../agent/core/vendor-time.js';
+import { formatIsoWithOffset, formatVendorTime, parseVendorTime, vendorTimeToIso } from '../../agent/time/vendor-time.js';
 
 describe('vendor times', () => {
   it('reads a vendor time in the site zone and publishes it with the offset', () => {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { within } from '../../agent/clock.js';
+import { within } from '../../agent/platform/clock.js';
 import { FakeClock } from '../helpers/fake-clock.js';
 
 describe('within: a bounded wait', () => {

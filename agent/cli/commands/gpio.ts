@@ -1,11 +1,11 @@
 import { existsSync } from 'node:fs';
 import { buttonBias, gpioFromConfig } from '../../gpio/gpio-from-config.js';
-import { systemClock, type Clock } from '../../clock.js';
-import { errorMessage } from '../../errors.js';
+import { systemClock, type Clock } from '../../platform/clock.js';
+import { errorMessage } from '../../platform/errors.js';
 import type { GpioDriver, GpioInput, GpioOutput } from '../../gpio/gpio-driver.js';
 import { CONSUMER } from '../../gpio/gpiod-driver.js';
 import { configuredLines, type ConfiguredLine } from '../../gpio/wiring.js';
-import { silentLogger } from '../../logger.js';
+import { silentLogger } from '../../platform/logger.js';
 import type { ParsedArgs } from '../args.js';
 import { EXIT_CONFIG, EXIT_FAILURE, EXIT_OK, type CommandContext } from '../context.js';
 import { loadForCommand } from '../load-config.js';

@@ -1,7 +1,7 @@
 import { existsSync } from 'node:fs';
 import { Outbox } from '../../store/outbox.js';
-import { formatIsoWithOffset } from '../../core/vendor-time.js';
-import { errorMessage } from '../../errors.js';
+import { formatIsoWithOffset } from '../../time/vendor-time.js';
+import { errorMessage } from '../../platform/errors.js';
 import type { ParsedArgs } from '../args.js';
 import { EXIT_CONFIG, EXIT_FAILURE, EXIT_OK, type CommandContext } from '../context.js';
 import { loadForCommand } from '../load-config.js';

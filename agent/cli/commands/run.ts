@@ -1,17 +1,17 @@
 import type { DestinationStream } from 'pino';
 import { build } from '../../build.js';
-import { createLogger } from '../../logger.js';
-import { errorMessage } from '../../errors.js';
+import { createLogger } from '../../platform/logger.js';
+import { errorMessage } from '../../platform/errors.js';
 import type { ParsedArgs } from '../args.js';
 import { EXIT_FAILURE, EXIT_OK, type CommandContext } from '../context.js';
 import type { LoadedConfig } from '../../config/load.js';
 import { loadForCommand } from '../load-config.js';
 import { EXIT_CONFIG } from '../context.js';
 import { secretValues } from '../secrets.js';
-import { serviceNotifier } from '../../systemd-notify.js';
-import { within } from '../../clock.js';
+import { serviceNotifier } from '../../platform/systemd-notify.js';
+import { within } from '../../platform/clock.js';
 import type { Agent } from '../../build.js';
-import { CHECK_NAMES } from '../../health.js';
+import { CHECK_NAMES } from '../../observe/health.js';
 
 /** The one-line STATUS= for `systemctl status`. */
 function statusLine(agent: Agent): string {

@@ -1,7 +1,7 @@
 import { closeSync, existsSync, fsyncSync, mkdirSync, openSync, readFileSync, renameSync, writeSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { SECRETS } from '../../config/load.js';
-import { errorCode, errorMessage } from '../../errors.js';
+import { errorCode, errorMessage } from '../../platform/errors.js';
 import { UsageError, type ParsedArgs } from '../args.js';
 import { EXIT_FAILURE, EXIT_OK, type CommandContext } from '../context.js';
 import { configPath } from '../load-config.js';

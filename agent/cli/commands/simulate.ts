@@ -1,4 +1,4 @@
-import { createLogger } from '../../logger.js';
+import { createLogger } from '../../platform/logger.js';
 import { Simulator, SIM_DEFAULT_API_KEY, SIM_DEFAULT_WEBHOOK_SECRET } from '../../simulator/simulator.js';
 import type { LoadedConfig } from '../../config/load.js';
 import { intOption, numberOption, type ParsedArgs } from '../args.js';

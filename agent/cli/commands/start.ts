@@ -1,9 +1,9 @@
 import { registryFor } from '../../core/registry-from-config.js';
 import { startServiceFor } from '../../start/start-service-from-config.js';
 import { vendorFromConfig } from '../../vendor/vendor-from-config.js';
-import { systemClock } from '../../clock.js';
-import { createLogger } from '../../logger.js';
-import { errorMessage } from '../../errors.js';
+import { systemClock } from '../../platform/clock.js';
+import { createLogger } from '../../platform/logger.js';
+import { errorMessage } from '../../platform/errors.js';
 import { intOption, UsageError, type ParsedArgs } from '../args.js';
 import { EXIT_CONFIG, EXIT_FAILURE, EXIT_OK, type CommandContext } from '../context.js';
 import { loadForCommand } from '../load-config.js';

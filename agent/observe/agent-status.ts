@@ -1,16 +1,16 @@
-import type { Clock } from './clock.js';
-import { redactUrl } from './config/redact.js';
-import type { Config } from './config/schema.js';
-import type { ChairRegistry } from './core/chair-registry.js';
-import { formatIsoWithOffset } from './core/vendor-time.js';
+import type { Clock } from '../platform/clock.js';
+import { redactUrl } from '../config/redact.js';
+import type { Config } from '../config/schema.js';
+import type { ChairRegistry } from '../core/chair-registry.js';
+import { formatIsoWithOffset } from '../time/vendor-time.js';
 import type { Health } from './health.js';
 import type { Metrics } from './metrics.js';
-import type { Broker } from './mqtt/broker.js';
-import type { RefusalSummary } from './mqtt/refusal-guard.js';
-import type { Outbox, OutboxStats } from './store/outbox.js';
-import { agentVersion } from './version.js';
-import { errorMessage } from './errors.js';
-import type { DaySummary } from './summary/day-tally.js';
+import type { Broker } from '../mqtt/broker.js';
+import type { RefusalSummary } from '../mqtt/refusal-guard.js';
+import type { Outbox, OutboxStats } from '../store/outbox.js';
+import { agentVersion } from '../platform/version.js';
+import { errorMessage } from '../platform/errors.js';
+import type { DaySummary } from '../summary/day-tally.js';
 
 export interface StatusSources {
   config: Config;

@@ -1,5 +1,5 @@
 import { EventEmitter } from 'node:events';
-import type { Clock } from './clock.js';
+import type { Clock } from '../platform/clock.js';
 
 export type CheckName = 'vendor' | 'broker' | 'database' | 'gpio' | 'clock';
 export const CHECK_NAMES: readonly CheckName[] = ['vendor', 'broker', 'database', 'gpio', 'clock'];

@@ -1,11 +1,11 @@
 import type { LevelWithSilent } from 'pino';
-import { backlogFigures, bridgeInfo, type StatusSources } from './agent-status.js';
-import type { TransactionSync } from './components/transaction-sync.js';
-import { transactionPayload } from './components/outbox-publisher.js';
-import { setLogLevel, type Logger } from './logger.js';
-import { RequestError, type RequestHandler } from './mqtt/bridge-requests.js';
-import type { Topics } from './mqtt/topics.js';
-import type { RecordRange } from './store/outbox.js';
+import { backlogFigures, bridgeInfo, type StatusSources } from '../observe/agent-status.js';
+import type { TransactionSync } from '../components/transaction-sync.js';
+import { transactionPayload } from '../components/outbox-publisher.js';
+import { setLogLevel, type Logger } from '../platform/logger.js';
+import { RequestError, type RequestHandler } from './bridge-requests.js';
+import type { Topics } from './topics.js';
+import type { RecordRange } from '../store/outbox.js';
 
 /** The most records one `resend` request publishes again; ask again from the next seq for more. */
 export const MAX_RESEND = 10_000;

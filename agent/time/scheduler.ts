@@ -1,8 +1,8 @@
-import { nextInstant, wallMatcher } from './core/cron-next.js';
-import { zoneOffsets } from './core/time-zone.js';
-import type { Clock, Timer } from './clock.js';
-import type { Logger } from './logger.js';
-import { errorMessage } from './errors.js';
+import { nextInstant, wallMatcher } from './cron-next.js';
+import { zoneOffsets } from './time-zone.js';
+import type { Clock, Timer } from '../platform/clock.js';
+import type { Logger } from '../platform/logger.js';
+import { errorMessage } from '../platform/errors.js';
 
 export interface ScheduledJob {
   stop(): void;
