@@ -40,6 +40,10 @@ interface Use {
 }
 
 const PLAY_TIME = /^\s*\d{1,6}(?:\.\d{1,3})?\s*$/;
+/** A payment method name is cut to this many characters... */
+const METHOD_CHARS = 32;
+/** ...and past this many different ones in a day, the rest count as "other": a record's text cannot grow B/summary or /metrics. */
+const MAX_METHODS = 16;
 
 function text(v: unknown): string | null {
   return typeof v === 'string' ? v : typeof v === 'number' && Number.isFinite(v) ? String(v) : null;
@@ -50,10 +54,12 @@ function text(v: unknown): string | null {
  * TransactionId: its "playing" record (webhook) and its "finished" one (list) count once, the
  * later word winning, and an earlier word arriving after a later one changes nothing. PlayTime is
  * read as minutes (what the control call's Time is in; the vendor does not state the unit); one
- * that is not a number counts as 0. A PaymentMethod that is missing counts as "unknown".
+ * that is not a number counts as 0. A PaymentMethod that is missing counts as "unknown"; names
+ * are cut to 32 characters, and past 16 different ones in a day the rest count as "other".
  */
 export class DayTally {
   private readonly uses = new Map<string, Use>();
+  private readonly methods = new Set<string>();
 
   constructor(
     readonly date: string,
@@ -71,7 +77,7 @@ export class DayTally {
     if (prev && prev.rank > rank) return false;
     const playTime = text(fields['PlayTime']);
     const amountText = text(fields['Amount']);
-    const method = text(fields['PaymentMethod'])?.trim().toLowerCase() || 'unknown';
+    const method = this.methodOf(text(fields['PaymentMethod']));
     const use: Use = {
       deviceId: r.deviceId,
       method,
@@ -82,6 +88,14 @@ export class DayTally {
     if (prev && sameUse(prev, use)) return false;
     this.uses.set(r.transactionId, use);
     return true;
+  }
+
+  private methodOf(given: string | null): string {
+    const name = given?.trim().toLowerCase().slice(0, METHOD_CHARS) || 'unknown';
+    if (this.methods.has(name)) return name;
+    if (this.methods.size >= MAX_METHODS) return 'other';
+    this.methods.add(name);
+    return name;
   }
 
   summary(): DaySummary {

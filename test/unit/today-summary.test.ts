@@ -36,6 +36,21 @@ const rec = (id: string, over: Record<string, unknown>) => {
 };
 
 describe('a day of uses', () => {
+  it('keeps hostile payment methods from growing the summary: names cut, at most 16, the rest "other"', () => {
+    const day = new DayTally('2026-11-22', 'Asia/Bangkok');
+    const long = rec('L', { PaymentMethod: 'x'.repeat(70_000), Amount: '1.00' });
+    day.add(long.r, long.fields);
+    for (let i = 0; i < 40; i++) {
+      const u = rec(`M${i}`, { PaymentMethod: `method-${i}`, Amount: '1.00' });
+      day.add(u.r, u.fields);
+    }
+    const { takings } = day.summary().site;
+    expect(Object.keys(takings)).toHaveLength(17);
+    expect(Object.keys(takings)).toContain('x'.repeat(32));
+    expect(takings['other']).toBe('25.00');
+    expect(day.summary().site.total).toBe('41.00');
+  });
+
   it('counts a use once, from its playing and its finished record, the later word winning', () => {
     const day = new DayTally('2026-11-22', 'Asia/Bangkok');
     const playing = rec('T1', { Status: 'playing', Amount: '40.00', PlayTime: '10' });
