@@ -70,7 +70,9 @@ export class ChairRegistry extends EventEmitter<RegistryEvents> {
 
   /** Forgets the unexpected chairs no successful list has carried for forgetAfterMs. */
   private forgetGone(now: number): void {
-    for (const id of this.knownIds()) {
+    // Every known chair has an entry in `online`: walked as it is, without knownIds()'s set and
+    // sort, since this runs after every successful poll. Deleting while walking a Map is safe.
+    for (const id of this.online.keys()) {
       if (this.listed.has(id) || this.expected.has(id)) continue;
       const since = this.lastListedAt.get(id);
       if (since === undefined) {
