@@ -8,7 +8,7 @@ import { validateConfig } from '../config/load.js';
 import { formatVendorTime } from '../time/vendor-time.js';
 import { errorMessage } from '../platform/errors.js';
 import { SimGpioDriver } from '../gpio/sim-driver.js';
-import { chairLedName, STATUS_LED } from '../components/indicators.js';
+import { chairLedName, STATUS_LED } from '../gpio/indicators.js';
 import { createLogger, type Logger } from '../platform/logger.js';
 import { Simulator } from '../simulator/simulator.js';
 import { endpointOptions } from '../mqtt/client-options.js';

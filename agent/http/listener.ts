@@ -10,7 +10,7 @@ import type { Clock } from '../platform/clock.js';
 import type { Logger } from '../platform/logger.js';
 import type { Metrics } from '../observe/metrics.js';
 import { AgentError, errorCode, errorMessage } from '../platform/errors.js';
-import type { Component } from '../components/component.js';
+import type { Component } from '../platform/component.js';
 import { sendJson } from './body.js';
 import { RefusalLog } from './refusal-log.js';
 

@@ -1,9 +1,9 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { backlogFigures, type StatusSources } from '../observe/agent-status.js';
 import type { Timer } from '../platform/clock.js';
-import type { Component } from '../components/component.js';
-import { chairLedName, type Indicators } from '../components/indicators.js';
-import type { LedController } from '../components/leds.js';
+import type { Component } from '../platform/component.js';
+import { chairLedName, type Indicators } from '../gpio/indicators.js';
+import type { LedController } from '../gpio/leds.js';
 import { chairLedPattern } from '../core/led-patterns.js';
 import { formatIsoWithOffset } from '../time/vendor-time.js';
 import { errorMessage } from '../platform/errors.js';

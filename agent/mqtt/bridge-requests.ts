@@ -1,4 +1,4 @@
-import type { Component } from '../components/component.js';
+import type { Component } from '../platform/component.js';
 import { errorMessage } from '../platform/errors.js';
 import type { Logger } from '../platform/logger.js';
 import type { Metrics } from '../observe/metrics.js';

@@ -4,7 +4,7 @@ import type { Health } from '../observe/health.js';
 import type { ChairRegistry } from '../core/chair-registry.js';
 import type { ChairState } from '../core/chair-state.js';
 import { errorMessage } from '../platform/errors.js';
-import type { Component } from '../components/component.js';
+import type { Component } from '../platform/component.js';
 import type { Broker } from './broker.js';
 import { OFFLINE, ONLINE, type Topics } from './topics.js';
 

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import type { Component } from '../components/component.js';
+import type { Component } from '../platform/component.js';
 import type { ChairRegistry } from '../core/chair-registry.js';
 import { errorMessage } from '../platform/errors.js';
 import type { Logger } from '../platform/logger.js';

@@ -1,7 +1,7 @@
 import type { Logger } from '../platform/logger.js';
 import type { Metrics } from '../observe/metrics.js';
 import { errorMessage } from '../platform/errors.js';
-import type { Component } from '../components/component.js';
+import type { Component } from '../platform/component.js';
 import type { StartService } from '../start/start-service.js';
 import type { Broker, InboundMessage } from './broker.js';
 import { topicNameProblem, type Topics } from './topics.js';

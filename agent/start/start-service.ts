@@ -7,7 +7,7 @@ import type { ChairRegistry } from '../core/chair-registry.js';
 import { checkStart, REFUSAL_TEXT, type StartRefusal } from '../core/start-rules.js';
 import { VendorError } from '../vendor/errors.js';
 import type { ChairReading, VendorApi } from '../vendor/vendor-api.js';
-import type { Component } from '../components/component.js';
+import type { Component } from '../platform/component.js';
 
 export type StartSource = 'button' | 'mqtt' | 'cli' | 'page';
 

@@ -1,5 +1,5 @@
 import type { Clock, Timer } from '../platform/clock.js';
-import type { Component } from '../components/component.js';
+import type { Component } from '../platform/component.js';
 import type { VendorClock } from '../time/vendor-clock.js';
 import { formatNaive, formatVendorTime, parseNaive } from '../time/vendor-time.js';
 import { errorMessage } from '../platform/errors.js';

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { systemClock } from '../../agent/platform/clock.js';
-import { OutboxPublisher } from '../../agent/components/outbox-publisher.js';
+import { OutboxPublisher } from '../../agent/delivery/outbox-publisher.js';
 import { silentLogger } from '../../agent/platform/logger.js';
 import { Metrics } from '../../agent/observe/metrics.js';
 import { MqttBroker } from '../../agent/mqtt/mqtt-broker.js';

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { systemClock } from '../../agent/platform/clock.js';
-import { CURSOR_KEY, TransactionSync, type SyncSettings } from '../../agent/components/transaction-sync.js';
+import { CURSOR_KEY, TransactionSync, type SyncSettings } from '../../agent/vendor/transaction-sync.js';
 import { Health } from '../../agent/observe/health.js';
 import { silentLogger } from '../../agent/platform/logger.js';
 import { Metrics } from '../../agent/observe/metrics.js';

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { systemClock } from '../../agent/platform/clock.js';
-import { webhookHandler } from '../../agent/components/webhook.js';
+import { webhookHandler } from '../../agent/http/webhook.js';
 import { HttpListener } from '../../agent/http/listener.js';
 import { signBody } from '../../agent/http/sign.js';
 import { silentLogger } from '../../agent/platform/logger.js';

@@ -159,9 +159,9 @@ describe('the press-to-start path and the LED patterns on a fake clock, through 
     const { ChairRegistry } = await import('../../agent/core/chair-registry.js');
     const { Health } = await import('../../agent/observe/health.js');
     const { StartService } = await import('../../agent/start/start-service.js');
-    const { LedController } = await import('../../agent/components/leds.js');
-    const { Buttons } = await import('../../agent/components/buttons.js');
-    const { Indicators, chairLedName } = await import('../../agent/components/indicators.js');
+    const { LedController } = await import('../../agent/gpio/leds.js');
+    const { Buttons } = await import('../../agent/gpio/buttons.js');
+    const { Indicators, chairLedName } = await import('../../agent/gpio/indicators.js');
     const { driver, kernel, clock } = await driverFor('cm5-trixie.txt');
     const reading = (running: boolean) => ({
       deviceId: 'MC7001', deviceCode: null, deviceName: null, location: null, status: running ? 'Running' : 'Available',

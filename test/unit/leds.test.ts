@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { LedController } from '../../agent/components/leds.js';
+import { LedController } from '../../agent/gpio/leds.js';
 import { SimGpioDriver } from '../../agent/gpio/sim-driver.js';
 import { silentLogger } from '../../agent/platform/logger.js';
 import { FakeClock } from '../helpers/fake-clock.js';

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { Poller } from '../../agent/components/poller.js';
+import { Poller } from '../../agent/vendor/poller.js';
 import { ChairRegistry } from '../../agent/core/chair-registry.js';
 import { Health } from '../../agent/observe/health.js';
 import { silentLogger } from '../../agent/platform/logger.js';

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { systemClock } from '../../agent/platform/clock.js';
-import { PRUNE_BATCH, Retention } from '../../agent/components/retention.js';
+import { PRUNE_BATCH, Retention } from '../../agent/store/retention.js';
 import type { Scheduler } from '../../agent/time/scheduler.js';
 import { Outbox } from '../../agent/store/outbox.js';
 import { memoryLogger } from '../helpers/memory-logger.js';

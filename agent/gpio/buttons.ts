@@ -1,9 +1,9 @@
 import type { Logger } from '../platform/logger.js';
 import type { Metrics } from '../observe/metrics.js';
 import { errorMessage } from '../platform/errors.js';
-import type { GpioDriver, GpioInput, InputOptions } from '../gpio/gpio-driver.js';
+import type { GpioDriver, GpioInput, InputOptions } from './gpio-driver.js';
 import type { StartService } from '../start/start-service.js';
-import type { Component } from './component.js';
+import type { Component } from '../platform/component.js';
 
 export interface ButtonSpec {
   deviceId: string;

@@ -2,7 +2,7 @@ import type { Health } from '../observe/health.js';
 import type { ChairRegistry } from '../core/chair-registry.js';
 import { chairLedPattern, statusLedPattern } from '../core/led-patterns.js';
 import type { StartOutcome, StartService } from '../start/start-service.js';
-import type { Component } from './component.js';
+import type { Component } from '../platform/component.js';
 import type { LedController } from './leds.js';
 
 export const chairLedName = (deviceId: string): string => `chair:${deviceId}`;

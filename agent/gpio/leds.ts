@@ -2,8 +2,8 @@ import type { Clock, Timer } from '../platform/clock.js';
 import type { Logger } from '../platform/logger.js';
 import { errorMessage } from '../platform/errors.js';
 import { FLASH_TOTAL_MS, ledLevel, nextLedChange, type LedPattern } from '../core/led-patterns.js';
-import type { GpioDriver, GpioOutput } from '../gpio/gpio-driver.js';
-import type { Component } from './component.js';
+import type { GpioDriver, GpioOutput } from './gpio-driver.js';
+import type { Component } from '../platform/component.js';
 
 interface Led {
   name: string;

@@ -7,8 +7,8 @@ import { errorMessage } from '../platform/errors.js';
 import type { VendorClock } from '../time/vendor-clock.js';
 import { formatIsoWithOffset, formatNaive, instantToNaive, naiveToInstant, parseNaive } from '../time/vendor-time.js';
 import { StoreError, type Annotate, type Outbox } from '../store/outbox.js';
-import type { TransactionRecord, VendorApi } from '../vendor/vendor-api.js';
-import type { Component } from './component.js';
+import type { TransactionRecord, VendorApi } from './vendor-api.js';
+import type { Component } from '../platform/component.js';
 
 export type TimeFormat = 'local' | 'iso' | 'unix' | 'unix-ms';
 

@@ -2,12 +2,12 @@ import type { Clock, Timer } from '../platform/clock.js';
 import type { Logger } from '../platform/logger.js';
 import type { Health } from '../observe/health.js';
 import type { ChairRegistry } from '../core/chair-registry.js';
-import type { ChairReading, VendorApi } from '../vendor/vendor-api.js';
-import { isVendorError } from '../vendor/errors.js';
+import type { ChairReading, VendorApi } from './vendor-api.js';
+import { isVendorError } from './errors.js';
 import { errorMessage } from '../platform/errors.js';
 import { boundedRetryAfter } from '../core/backoff.js';
 import type { VendorClock } from '../time/vendor-clock.js';
-import type { Component } from './component.js';
+import type { Component } from '../platform/component.js';
 
 export interface PollerDeps {
   vendor: VendorApi;

@@ -6,7 +6,7 @@ import { formatIsoWithOffset } from '../time/vendor-time.js';
 import { BrokerError, type Broker, type CloseInfo } from '../mqtt/broker.js';
 import type { Topics } from '../mqtt/topics.js';
 import { recordIntact, StoreError, type Outbox, type StoredRecord } from '../store/outbox.js';
-import type { Component } from './component.js';
+import type { Component } from '../platform/component.js';
 
 const READ_AHEAD = 500;
 const QOS1 = { qos: 1 } as const;

@@ -2,8 +2,8 @@ import type { Clock, Timer } from '../platform/clock.js';
 import type { Logger } from '../platform/logger.js';
 import type { Scheduler, ScheduledJob } from '../time/scheduler.js';
 import { errorMessage } from '../platform/errors.js';
-import type { Outbox } from '../store/outbox.js';
-import type { Component } from './component.js';
+import type { Outbox } from './outbox.js';
+import type { Component } from '../platform/component.js';
 
 /** Rows deleted per transaction: a few milliseconds each, so the event loop is never held. */
 export const PRUNE_BATCH = 2_000;
