@@ -173,7 +173,7 @@ export function build(config: Config, deps: AgentDeps): Agent {
   const retention = new Retention({ outbox, scheduler, clock, logger: child('retention'), retentionDays: config.storage.retentionDays });
   const today = new TodaySummary({ source: outbox, broker, topic: topics.summary, clock, vendorClock, timeZone: config.site.timezone, logger: child('today') });
   const sources = { config, clock, health, registry, broker, outbox, inFlight: () => publisher.inFlight, refusals: () => guard.refusals(), today: () => today.summary() };
-  const bridge = new MqttBridge({ broker, topics, registry, health, clock, logger: child('bridge'), infoIntervalMs: 60_000, info: () => bridgeInfo(sources), store: outbox });
+  const bridge = new MqttBridge({ broker, topics, registry, health, clock, logger: child('bridge'), infoIntervalMs: 60_000, info: () => bridgeInfo(sources), store: outbox.state });
   const starts = startServiceFor(config, { vendor, registry, clock, logger, metrics });
   const startCommands = new MqttStartCommands({
     broker,
@@ -215,7 +215,7 @@ export function build(config: Config, deps: AgentDeps): Agent {
           broker,
           topics,
           registry,
-          store: outbox,
+          store: outbox.state,
           logger: child('homeassistant'),
           prefix: config.homeassistant.discoveryPrefix,
           siteId: config.site.id,
@@ -292,7 +292,7 @@ export function build(config: Config, deps: AgentDeps): Agent {
       if (volatile) storeLog.error({ fileSystem: volatile.fileSystem }, volatile.advice);
       fileCheck = clock.setInterval(() => {
         try {
-          outbox.ensureFile('checking the database file');
+          outbox.database.ensureFile('checking the database file');
         } catch {
           // reported through the writable event
         }
@@ -306,15 +306,15 @@ export function build(config: Config, deps: AgentDeps): Agent {
     },
   };
   const storeLog = child('store');
-  outbox.on('writable', (ok, detail) => {
+  outbox.database.on('writable', (ok, detail) => {
     health.set('database', ok && volatile === null, ok ? databaseDetail(detail) : detail);
     if (ok) storeLog.info('database writable again');
     else storeLog.error({ err: detail }, 'database not writable; the agent keeps running and keeps what it has stored');
   });
-  outbox.on('recovered', (moved) =>
+  outbox.database.on('recovered', (moved) =>
     storeLog.error({ path: config.storage.path, moved }, 'the database file was deleted or replaced while running: recreated it and moved every waiting record into it'),
   );
-  outbox.on('checkpoint', (problem) => {
+  outbox.database.on('checkpoint', (problem) => {
     if (problem === null) storeLog.info('background checkpoints work again');
     else storeLog.warn({ err: problem }, 'background checkpoint failed; retried after the next write');
   });

@@ -91,7 +91,7 @@ async function agentRun(broker: TestBroker, counter: Counter, sim: Simulator, di
   const outbox = new Outbox({ path: db });
   outbox.open();
   const recs = records(n, run);
-  for (let i = 0; i < n; i += 5000) outbox.insert(recs.slice(i, i + 5000), 'poll', Date.now());
+  for (let i = 0; i < n; i += 5000) await outbox.storeDurably(recs.slice(i, i + 5000), 'poll', Date.now());
   outbox.close();
   const config = writeAgentConfig(
     dir,

@@ -13,7 +13,7 @@ const out = join(root, 'dist', 'agent');
 rmSync(join(out, 'chunks'), { recursive: true, force: true });
 await build({
   // The config loader runs once, on a worker thread that ends (config/load-detached.ts); the
-  // outbox's writer thread comes and goes with writes (store/store-worker.ts).
+  // outbox's writer thread comes and goes with writes (store/thread-writer.ts).
   entryPoints: { main: join(out, 'main.js'), 'config-worker': join(out, 'config', 'config-worker.js'), 'store-writer': join(out, 'store', 'store-writer.js') },
   outdir: out,
   chunkNames: 'chunks/[name]-[hash]',

@@ -94,6 +94,8 @@ export class OutboxPublisher implements Component {
   private marked: Promise<void> | null = null;
   /** Records in flight when a connection dropped, with how often they were alone in flight then. */
   private readonly suspects = new Map<number, number>();
+  /** Records being parked (the write is on its way): not to be sent meanwhile. */
+  private readonly parking = new Set<number>();
   private flushTimer: Timer | null = null;
   private retryTimer: Timer | null = null;
   private parkedTimer: Timer | null = null;
@@ -188,12 +190,12 @@ export class OutboxPublisher implements Component {
     return this.inflight.size;
   }
 
-  /** Parked records due now go back to waiting (an operator asked, or their time came). */
-  retryParked(all = false): number {
+  /** Parked records due now go back to waiting (an operator asked, or their time came); resolves to how many. */
+  async retryParked(all = false): Promise<number> {
     const now = this.deps.clock.now();
     let n = 0;
     try {
-      n = all ? this.deps.outbox.retryParkedNow(now) : this.deps.outbox.unparkDue(now);
+      n = all ? await this.deps.outbox.parking.retryAllNow(now) : await this.deps.outbox.parking.unparkDue(now);
     } catch (err) {
       this.deps.logger.error({ err: errorMessage(err) }, 'cannot retry parked records');
     }
@@ -212,7 +214,7 @@ export class OutboxPublisher implements Component {
     if (!this.running) return;
     let next: number | null = null;
     try {
-      next = this.deps.outbox.nextParkRetry();
+      next = this.deps.outbox.parking.nextRetry();
     } catch {
       // the database reports itself
     }
@@ -220,7 +222,7 @@ export class OutboxPublisher implements Component {
     const delay = Math.min(PARKED_CHECK_MAX_MS, Math.max(1_000, next - this.deps.clock.now()));
     this.parkedTimer = this.deps.clock.setTimeout(() => {
       this.parkedTimer = null;
-      this.retryParked();
+      void this.retryParked();
     }, delay);
   }
 
@@ -270,9 +272,9 @@ export class OutboxPublisher implements Component {
     }
   }
 
-  /** In flight, or acknowledged and not yet known to be marked: not to be sent again. */
+  /** In flight, acknowledged and not yet known to be marked, or being parked: not to be sent again. */
   private handled(seq: number): boolean {
-    return this.inflight.has(seq) || this.acked.has(seq) || this.marking.has(seq);
+    return this.inflight.has(seq) || this.acked.has(seq) || this.marking.has(seq) || this.parking.has(seq);
   }
 
   private send(rec: StoredRecord): void {
@@ -400,20 +402,27 @@ export class OutboxPublisher implements Component {
     }, delay);
   }
 
+  /** Sets a record aside (a write on the store's thread); until it is committed the record is not sent again. */
   private park(rec: StoredRecord, reason: string): void {
     this.suspects.delete(rec.seq);
-    try {
-      const retryAt = this.deps.outbox.park(rec.seq, reason, this.deps.clock.now());
-      this.deps.metrics.parked.inc();
-      this.deps.logger.warn(
-        { transactionId: rec.transactionId, status: rec.status, deviceId: rec.deviceId, seq: rec.seq, reason, retryAt: new Date(retryAt).toISOString() },
-        'transaction parked: the others go on; it is retried later (chair-agent outbox --parked)',
-      );
-      this.scheduleParkedCheck();
-    } catch (err) {
-      this.deps.logger.error({ seq: rec.seq, err: errorMessage(err) }, 'cannot park a record');
-      this.retryLater(errorMessage(err));
-    }
+    this.parking.add(rec.seq);
+    this.deps.outbox.parking.park(rec.seq, reason, this.deps.clock.now()).then(
+      (retryAt) => {
+        this.parking.delete(rec.seq);
+        if (retryAt === null) return;
+        this.deps.metrics.parked.inc();
+        this.deps.logger.warn(
+          { transactionId: rec.transactionId, status: rec.status, deviceId: rec.deviceId, seq: rec.seq, reason, retryAt: new Date(retryAt).toISOString() },
+          'transaction parked: the others go on; it is retried later (chair-agent outbox --parked)',
+        );
+        this.scheduleParkedCheck();
+      },
+      (err: unknown) => {
+        this.parking.delete(rec.seq);
+        this.deps.logger.error({ seq: rec.seq, err: errorMessage(err) }, 'cannot park a record');
+        this.retryLater(errorMessage(err));
+      },
+    );
   }
 
   /** Marks what was acknowledged, one batch at a time; PUBACKs that come meanwhile wait for the next. */
@@ -424,7 +433,7 @@ export class OutboxPublisher implements Component {
     const batch = this.acked;
     this.acked = new Set();
     this.marking = batch;
-    this.marked = this.deps.outbox.markDeliveredSoon([...batch], this.deps.clock.now()).then(
+    this.marked = this.deps.outbox.markDelivered([...batch], this.deps.clock.now()).then(
       () => {
         this.deps.metrics.mqttPublished.inc({ kind: 'transaction' }, batch.size);
         this.settleMark(false);

@@ -23,8 +23,8 @@ export interface BridgeDeps {
 }
 
 export interface ChairTopicStore {
-  getState(key: string): string | undefined;
-  setState(key: string, value: string): void;
+  get(key: string): string | undefined;
+  set(key: string, value: string): Promise<void>;
 }
 
 /** The chairs whose state and availability this agent has retained on the broker. */
@@ -149,7 +149,7 @@ export class MqttBridge implements Component {
 
   private loadRetained(): string[] {
     try {
-      const stored = this.deps.store?.getState(RETAINED_CHAIRS_KEY);
+      const stored = this.deps.store?.get(RETAINED_CHAIRS_KEY);
       const ids: unknown = stored ? JSON.parse(stored) : [];
       return Array.isArray(ids) ? ids.filter((id): id is string => typeof id === 'string') : [];
     } catch {
@@ -186,11 +186,9 @@ export class MqttBridge implements Component {
   private saveRetained(): void {
     if (this.savePending) clearImmediate(this.savePending);
     this.savePending = null;
-    try {
-      this.deps.store?.setState(RETAINED_CHAIRS_KEY, JSON.stringify([...this.retained].sort()));
-    } catch (err) {
-      this.deps.logger.warn({ err: errorMessage(err) }, 'cannot store the chairs with retained topics');
-    }
+    this.deps.store
+      ?.set(RETAINED_CHAIRS_KEY, JSON.stringify([...this.retained].sort()))
+      .catch((err: unknown) => this.deps.logger.warn({ err: errorMessage(err) }, 'cannot store the chairs with retained topics'));
   }
 
   /** Retained, QoS 1. While disconnected nothing is sent: the reconnect republishes everything. */

@@ -10,8 +10,8 @@ import type { Topics } from './topics.js';
 export const ANNOUNCED_KEY = 'homeassistant.announced';
 
 export interface DiscoveryStore {
-  getState(key: string): string | undefined;
-  setState(key: string, value: string): void;
+  get(key: string): string | undefined;
+  set(key: string, value: string): Promise<void>;
 }
 
 export interface HaDiscoveryDeps {
@@ -108,7 +108,7 @@ export class HaDiscovery implements Component {
 
   start(): void {
     try {
-      const stored = this.deps.store.getState(ANNOUNCED_KEY);
+      const stored = this.deps.store.get(ANNOUNCED_KEY);
       if (stored) this.announced = new Set(JSON.parse(stored) as string[]);
     } catch {
       this.announced = new Set();
@@ -168,11 +168,9 @@ export class HaDiscovery implements Component {
     }
     if (!sameSet(current, this.announced)) {
       this.announced = current;
-      try {
-        this.deps.store.setState(ANNOUNCED_KEY, JSON.stringify([...current].sort()));
-      } catch (err) {
-        this.deps.logger.warn({ err: errorMessage(err) }, 'cannot store the announced Home Assistant chairs');
-      }
+      this.deps.store
+        .set(ANNOUNCED_KEY, JSON.stringify([...current].sort()))
+        .catch((err: unknown) => this.deps.logger.warn({ err: errorMessage(err) }, 'cannot store the announced Home Assistant chairs'));
     }
   }
 

@@ -61,7 +61,7 @@ export class GroupCommit {
   private async commit(batch: Waiting[]): Promise<void> {
     const now = this.clock.now();
     try {
-      const flags = await this.outbox.commitEach(
+      const flags = await this.outbox.storeDurably(
         batch.map((w) => w.record),
         this.source,
         now,
@@ -72,7 +72,7 @@ export class GroupCommit {
       if (batch.length === 1) return (batch[0] as Waiting).reject(err);
       for (const w of batch) {
         try {
-          w.resolve((await this.outbox.commitEach([w.record], this.source, now, this.annotate))[0] === true);
+          w.resolve((await this.outbox.storeDurably([w.record], this.source, now, this.annotate))[0] === true);
         } catch (e) {
           w.reject(e);
         }

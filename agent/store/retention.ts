@@ -67,7 +67,7 @@ export class Retention implements Component {
     try {
       for (;;) {
         if (this.stopped) break;
-        const n = this.deps.outbox.pruneBatch(before, PRUNE_BATCH);
+        const n = await this.deps.outbox.pruneDelivered(before, PRUNE_BATCH);
         total += n;
         if (n < PRUNE_BATCH) break;
         await new Promise<void>((resolve) => setImmediate(resolve));

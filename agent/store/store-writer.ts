@@ -1,58 +1,70 @@
-// The outbox's writer thread (a worker_threads entry; started by store-worker.ts). Its own
-// connection to the database makes the writes that wait on the disk: the webhook's group commits
-// (one transaction per batch, synchronous=FULL, answered with each record's seq), the publisher's
-// delivered marks (synchronous=NORMAL: an update as large as the records it marks), and a PASSIVE
-// checkpoint when the WAL holds `minFrames` frames not yet in the database file (what SQLite's
-// wal_autocheckpoint would do inside a commit), at most once per `periodMs`; fewer are copied
-// `idleCheckpointMs` after the write, so a quiet box's WAL is folded in once rather than per
-// record. A PASSIVE checkpoint never blocks the writer; what it cannot copy yet, the next copies.
-// After `idleMs` without requests it asks to end (`idle`) and ends when the main side agrees.
+// The outbox's writer thread (a worker_threads entry; started by thread-writer.ts). It makes
+// every write of the running agent on its own two connections (writes.ts: durable and lazy), so
+// the event loop never waits on an fsync or on a lock: the webhook's group commits, delivered
+// marks, parks, prunes and state. After a write it runs a PASSIVE checkpoint when the WAL holds
+// `minFrames` frames not yet in the database file (what SQLite's wal_autocheckpoint would do
+// inside a commit), at most once per `periodMs`; fewer are copied `idleCheckpointMs` after the
+// write, so a quiet box's WAL is folded in once rather than per record. A PASSIVE checkpoint never
+// blocks a writer; what it cannot copy yet, the next copies. After `idleMs` without requests it
+// asks to end (`idle`) and ends when the main side agrees.
 //
-// Only type imports from the agent's modules: Node runs this file as it is (tsc's and the
-// bundle's output, or the TypeScript source with type stripping under the test runner).
+// Imports of the agent's modules carry .ts: Node runs this file as it is under the test runner
+// (type stripping), and tsc and esbuild rewrite them for the build.
 import { closeSync, openSync, readSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { endianness } from 'node:os';
 import { parentPort, workerData } from 'node:worker_threads';
 import type BetterSqlite3 from 'better-sqlite3';
-import type { CommitRow, WriterReply, WriterRequest, WriterSettings } from './writer-protocol.js';
+import type { WriterReply, WriterRequest, WriterSettings } from './writer-protocol.ts';
+import { Writes, type WriteOp } from './writes.ts';
 
 type Database = BetterSqlite3.Database;
-type Statement = BetterSqlite3.Statement;
 
 const settings = workerData as WriterSettings;
 const port = parentPort as NonNullable<typeof parentPort>;
 const DatabaseCtor = createRequire(import.meta.url)(settings.sqlite) as typeof BetterSqlite3;
 const littleEndian = endianness() === 'LE';
 const header = Buffer.alloc(100);
+/** With checkpoints made here, SQLite's own inside a commit is only a backstop (16 MB). */
+const FALLBACK_CHECKPOINT_PAGES = 4000;
 
-let db: Database | null = null;
+let connections: { durable: Database; lazy: Database; writes: Writes } | null = null;
 let shm: number | null = null;
 let lastCheckpoint = 0;
 let checkpointTimer: NodeJS.Timeout | null = null;
 let laterTimer: NodeJS.Timeout | null = null;
 let idleTimer: NodeJS.Timeout | null = null;
-let insert: Statement | null = null;
-let countPending: Statement | null = null;
-let marks: { run: Statement; count: Statement; set: Statement; normal: Statement; full: Statement } | null = null;
 
 const reply = (message: WriterReply): void => port.postMessage(message);
 
-function connect(): Database {
-  if (db) return db;
-  db = new DatabaseCtor(settings.path, { fileMustExist: true });
+function open(synchronous: 'FULL' | 'NORMAL'): Database {
+  const db = new DatabaseCtor(settings.path, { fileMustExist: true });
   // Off the event loop, but a webhook waits on it: fail within 2 s (503, Retry-After) rather
   // than queue batch after batch behind another process's lock until the request times out.
-  db.pragma('busy_timeout = 2000');
-  db.pragma('synchronous = FULL');
+  db.pragma(`busy_timeout = ${settings.busyTimeoutMs}`);
+  db.pragma(`synchronous = ${synchronous}`);
+  db.pragma(`wal_autocheckpoint = ${FALLBACK_CHECKPOINT_PAGES}`);
   if (settings.maxPageCount) db.pragma(`max_page_count = ${settings.maxPageCount}`);
   return db;
 }
 
-function closeConnection(): void {
-  if (db?.open) db.close();
-  db = null;
-  insert = countPending = marks = null;
+function connect(): { durable: Database; lazy: Database; writes: Writes } {
+  if (connections) return connections;
+  const durable = open('FULL');
+  let lazy: Database;
+  try {
+    lazy = open('NORMAL');
+  } catch (err) {
+    durable.close();
+    throw err;
+  }
+  connections = { durable, lazy, writes: new Writes({ durable, lazy }) };
+  return connections;
+}
+
+function closeConnections(): void {
+  for (const db of connections ? [connections.durable, connections.lazy] : []) if (db.open) db.close();
+  connections = null;
   if (shm !== null) {
     try {
       closeSync(shm);
@@ -68,68 +80,14 @@ const sqliteCode = (err: unknown): string | undefined => {
   return typeof code === 'string' ? code : undefined;
 };
 
-/** A failure that is not SQLite's own (the file went away...) drops the connection: the next request opens it again. */
-function failed(id: number, err: unknown): void {
-  const code = sqliteCode(err);
-  if (!code?.startsWith('SQLITE_')) closeConnection();
-  reply({ type: 'failed', id, failure: { code, message: err instanceof Error ? err.message : String(err) } });
-}
-
-/** One transaction for a batch of new records; for each, its seq, or null when already stored. */
-function commit(id: number, rows: CommitRow[]): void {
+function write(id: number, w: WriteOp): void {
   try {
-    const d = connect();
-    insert ??= d.prepare(settings.insertSql);
-    countPending ??= d.prepare("UPDATE counters SET value = value + ? WHERE name = 'pending'");
-    const ins = insert;
-    const count = countPending;
-    const seqs: (number | null)[] = [];
-    d.transaction(() => {
-      seqs.length = 0;
-      let n = 0;
-      for (const row of rows) {
-        const r = ins.get(row) as { seq: number } | undefined;
-        seqs.push(r ? r.seq : null);
-        if (r) n++;
-      }
-      if (n > 0) count.run(n);
-    }).immediate();
-    reply({ type: 'committed', id, seqs });
+    reply({ type: 'done', id, result: connect().writes.run(w) });
   } catch (err) {
-    failed(id, err);
-  }
-}
-
-/** Records whose PUBACK came, marked in one transaction without an fsync of its own (lost to a power cut, they are only sent again). */
-function deliver(id: number, ranges: [number, number][], at: number): void {
-  try {
-    const d = connect();
-    marks ??= {
-      run: d.prepare(settings.deliverSql),
-      count: d.prepare('UPDATE counters SET value = value + ? WHERE name = ?'),
-      set: d.prepare('UPDATE counters SET value = ? WHERE name = ?'),
-      normal: d.prepare('PRAGMA synchronous = NORMAL'),
-      full: d.prepare('PRAGMA synchronous = FULL'),
-    };
-    const m = marks;
-    let changed = 0;
-    m.normal.run();
-    try {
-      d.transaction(() => {
-        changed = 0;
-        for (const [first, last] of ranges) changed += m.run.run(at, first, last).changes;
-        if (changed > 0) {
-          m.count.run(-changed, 'pending');
-          m.count.run(changed, 'delivered');
-          m.set.run(at, 'last_delivery_at');
-        }
-      }).immediate();
-    } finally {
-      if (d.open) m.full.run();
-    }
-    reply({ type: 'delivered', id, changed });
-  } catch (err) {
-    failed(id, err);
+    const code = sqliteCode(err);
+    // A failure that is not SQLite's own (the file went away...) drops the connections: the next write opens them again.
+    if (!code?.startsWith('SQLITE_')) closeConnections();
+    reply({ type: 'failed', id, failure: { code, message: err instanceof Error ? err.message : String(err) } });
   }
 }
 
@@ -154,21 +112,16 @@ function checkpoint(): void {
   if (laterTimer) clearTimeout(laterTimer);
   laterTimer = null;
   try {
-    const [row] = connect().pragma('wal_checkpoint(PASSIVE)') as { log: number; checkpointed: number }[];
+    const [row] = connect().lazy.pragma('wal_checkpoint(PASSIVE)') as { log: number; checkpointed: number }[];
     lastCheckpoint = Date.now();
     reply({ type: 'checkpointed', log: row?.log ?? 0, checkpointed: row?.checkpointed ?? 0 });
   } catch (err) {
-    closeConnection();
+    closeConnections();
     reply({ type: 'checkpoint-failed', message: err instanceof Error ? err.message : String(err) });
   }
 }
 
-/** After this thread's own commit: a checkpoint now if the WAL has grown enough (none is scheduled). */
-function checkpointIfLarge(): void {
-  if (!checkpointTimer && uncopied() >= settings.minFrames) checkpoint();
-}
-
-/** After the event loop's commit: a checkpoint now, at the next period, or later when the WAL is small. */
+/** After a write: a checkpoint now, at the next period, or later when the WAL is small. */
 function considerCheckpoint(): void {
   if (checkpointTimer) return;
   if (uncopied() < settings.minFrames) {
@@ -182,7 +135,7 @@ function considerCheckpoint(): void {
 
 function end(): void {
   for (const t of [checkpointTimer, laterTimer, idleTimer]) if (t) clearTimeout(t);
-  closeConnection();
+  closeConnections();
   port.close();
 }
 
@@ -192,21 +145,11 @@ port.on('message', (m: WriterRequest) => {
     case 'exit':
       return end();
     case 'reopen':
-      return closeConnection();
-    default:
-      break;
-  }
-  if (idleTimer) clearTimeout(idleTimer);
-  idleTimer = setTimeout(() => reply({ type: 'idle' }), settings.idleMs);
-  switch (m.type) {
-    case 'commit':
-      commit(m.id, m.rows);
-      return checkpointIfLarge();
-    case 'deliver':
-      deliver(m.id, m.ranges, m.at);
-      return checkpointIfLarge();
-    case 'written':
-      reply({ type: 'noted' });
+      return closeConnections();
+    case 'write':
+      if (idleTimer) clearTimeout(idleTimer);
+      idleTimer = setTimeout(() => reply({ type: 'idle' }), settings.idleMs);
+      write(m.id, m.write);
       return considerCheckpoint();
   }
 });

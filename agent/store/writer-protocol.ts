@@ -1,47 +1,29 @@
 /**
- * The messages between the outbox (event loop) and its writer thread (store-writer.ts). Requests
- * with an `id` get exactly one reply with that id; `written` gets exactly one `noted`. Checkpoint
- * results and the writer's wish to end are events of their own, never taken for a reply.
+ * The messages between the outbox's writer (thread-writer.ts, on the event loop) and its thread
+ * (store-writer.ts). A `write` gets exactly one reply with its id, `done` or `failed`. Checkpoint
+ * results and the thread's wish to end are events of their own, never taken for a reply.
  */
-
-/** A record to commit, as the outbox stores it (text, checksum and start request made on the event loop). */
-export interface CommitRow {
-  transactionId: string;
-  status: string;
-  deviceId: string;
-  record: string;
-  source: string;
-  receivedAt: number;
-  crc: number;
-  startRequest: string | null;
-}
+import type { WriteOp, WriteResult } from './writes.ts';
 
 export interface WriterSettings {
   /** better-sqlite3's entry, resolved on the main side (the worker has no module resolution of its own for it). */
   sqlite: string;
   path: string;
-  /** The INSERT ... RETURNING seq statement the outbox uses. */
-  insertSql: string;
-  /** The UPDATE that marks a range of seqs delivered: (at, first, last). */
-  deliverSql: string;
   /** PRAGMA max_page_count (storage.maxSizeMb); 0 for none. */
   maxPageCount: number;
   minFrames: number;
   idleCheckpointMs: number;
   periodMs: number;
   idleMs: number;
+  /** How long a write waits for another process's lock. */
+  busyTimeoutMs: number;
 }
 
 export type WriterRequest =
-  /** Commit these rows in one transaction (synchronous=FULL). */
-  | { type: 'commit'; id: number; rows: CommitRow[] }
-  /** Mark these seq ranges delivered at `at` (synchronous=NORMAL). */
-  | { type: 'deliver'; id: number; ranges: [number, number][]; at: number }
-  /** The event loop's connection committed: checkpoint when the WAL asks for it. */
-  | { type: 'written' }
-  /** The database file was recreated: drop the connection to the old one. */
+  | { type: 'write'; id: number; write: WriteOp }
+  /** The database file was recreated: drop the connections to the old one. */
   | { type: 'reopen' }
-  /** The outbox closes: close the connection and end. */
+  /** The outbox closes: close the connections and end. */
   | { type: 'close' }
   /** The answer to `idle` when nothing is waiting: end now (nothing more will be posted to this thread). */
   | { type: 'exit' };
@@ -52,16 +34,13 @@ export interface WriterFailure {
 }
 
 export type WriterReply =
-  | { type: 'committed'; id: number; seqs: (number | null)[] }
-  | { type: 'delivered'; id: number; changed: number }
+  | { type: 'done'; id: number; result: WriteResult }
   | { type: 'failed'; id: number; failure: WriterFailure }
-  /** The one answer to `written`. */
-  | { type: 'noted' }
   /** A checkpoint ran: frames in the WAL, and how many of them are in the database file now. */
   | { type: 'checkpointed'; log: number; checkpointed: number }
   | { type: 'checkpoint-failed'; message: string }
   /**
    * No request for idleMs: the thread would end. It ends only when the main side answers `exit`,
-   * which it does only with nothing waiting, so a commit posted meanwhile is never lost or failed.
+   * which it does only with nothing waiting, so a write posted meanwhile is never lost or failed.
    */
   | { type: 'idle' };

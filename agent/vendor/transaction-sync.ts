@@ -155,10 +155,10 @@ export class TransactionSync implements Component {
 
   private readCursor(): number | null {
     const { outbox, settings } = this.deps;
-    const saved = outbox.getState(CURSOR_KEY);
+    const saved = outbox.state.get(CURSOR_KEY);
     const naive = saved === undefined ? null : parseNaive(saved);
     if (naive !== null) return naive;
-    const old = Number(outbox.getState(OLD_CURSOR_KEY));
+    const old = Number(outbox.state.get(OLD_CURSOR_KEY));
     return Number.isFinite(old) && old > 0 ? instantToNaive(old, settings.timeZone) : null;
   }
 
@@ -174,7 +174,7 @@ export class TransactionSync implements Component {
         const to = Math.min(from + s.windowMs, now);
         const inWindow = await this.readWindow(from, to, result);
         // The window's records are committed; now the cursor may move past them.
-        if (inWindow > 0) outbox.setState(CURSOR_KEY, formatNaive(to));
+        if (inWindow > 0) await outbox.state.set(CURSOR_KEY, formatNaive(to));
         this.cursor = to;
         result.windows += 1;
         result.inserted += inWindow;
@@ -225,7 +225,7 @@ export class TransactionSync implements Component {
       if (pageNo > 0 && first !== '' && first === previousFirst) throw new Error('the vendor returned the same page twice: it does not honour offset');
       previousFirst = first;
       const kept = this.deps.keep ? page.records.filter(this.deps.keep) : page.records;
-      const n = await outbox.commit(kept, 'poll', clock.now(), this.deps.annotate);
+      const n = (await outbox.storeDurably(kept, 'poll', clock.now(), this.deps.annotate)).filter(Boolean).length;
       inserted += n;
       metrics.syncRecords.inc({ outcome: 'new' }, n);
       metrics.syncRecords.inc({ outcome: 'known' }, kept.length - n);

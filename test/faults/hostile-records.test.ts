@@ -146,7 +146,7 @@ describeWith('mosquitto', 'one unpublishable record never stops the others', () 
       await sub.waitFor((m) => tx(m)['TransactionId'] === later['TransactionId'], 'a record after the restart');
       // Once the broker takes it, a retry (here asked for; on its own after 1 h) delivers it.
       proxy.cutOn = null;
-      again.agent.publisher.retryParked(true);
+      await again.agent.publisher.retryParked(true);
       await sub.waitFor((m) => tx(m)['TransactionId'] === records[4]!['TransactionId'], 'the parked record, retried');
       await waitFor(() => again.agent.outbox.stats().pending === 0, 'nothing waiting');
       await again.stop();
@@ -174,8 +174,8 @@ describeWith('mosquitto', 'a broker that skips a message', () => {
       const records = [vendorRecord({ Label: 'SKIPPED-BY-BROKER' }), vendorRecord(), vendorRecord()];
       for (const r of records) expect(await webhook(s.base, r)).toBe(200);
       await waitFor(() => s.agent.outbox.stats().parked === 1, 'the skipped record parked');
-      expect(s.agent.outbox.parked()[0]).toMatchObject({ transactionId: records[0]!['TransactionId'] });
-      expect(s.agent.outbox.parked()[0]?.reason).toMatch(/acknowledged later records but never this one/);
+      expect(s.agent.outbox.parking.list()[0]).toMatchObject({ transactionId: records[0]!['TransactionId'] });
+      expect(s.agent.outbox.parking.list()[0]?.reason).toMatch(/acknowledged later records but never this one/);
       await waitFor(() => s.agent.outbox.stats().pending === 1, 'the others delivered');
       expect(s.agent.broker.connected).toBe(true);
     } finally {
@@ -203,7 +203,7 @@ describeWith('mosquitto', 'refusals of an MQTT 5 broker (Mosquitto)', () => {
       expect(sub.messages.map((m) => `${m.topic} ${tx(m)['TransactionId'] as string}`).sort()).toEqual(
         [`chair-agent/acl/transactions/MC7001 ${records[0]!['TransactionId'] as string}`, `chair-agent/acl/transactions/MC7002 ${records[2]!['TransactionId'] as string}`].sort(),
       );
-      expect(s.agent.outbox.parked()[0]?.reason).toMatch(/^the broker refused it: Publish error: Not authorized \(reason code 0x87\)/);
+      expect(s.agent.outbox.parking.list()[0]?.reason).toMatch(/^the broker refused it: Publish error: Not authorized \(reason code 0x87\)/);
     } finally {
       await sub.close();
       await s.stop();
@@ -220,7 +220,7 @@ describeWith('mosquitto', 'refusals of an MQTT 5 broker (Mosquitto)', () => {
       const records = [vendorRecord({ Label: 'x'.repeat(10_000) }), vendorRecord(), vendorRecord()];
       for (const r of records) expect(await webhook(s.base, r)).toBe(200);
       await waitFor(() => s.agent.outbox.stats().parked === 1, 'the oversized record parked');
-      expect(s.agent.outbox.parked()[0]).toMatchObject({ transactionId: records[0]!['TransactionId'], reason: expect.stringMatching(/^the broker refused it: .*\(reason code 0x95\)/) });
+      expect(s.agent.outbox.parking.list()[0]).toMatchObject({ transactionId: records[0]!['TransactionId'], reason: expect.stringMatching(/^the broker refused it: .*\(reason code 0x95\)/) });
       await waitFor(() => sub.messages.length === 2, 'the two others');
       const more = vendorRecord();
       expect(await webhook(s.base, more)).toBe(200);

@@ -13,7 +13,7 @@ import { startBroker, type TestBroker } from '../helpers/broker.js';
 import { ROOT, runCli } from '../helpers/cli.js';
 import { TEST_API_KEY, TEST_SECRET, testConfig } from '../helpers/config.js';
 import { memoryLogger, type LogRecord } from '../helpers/memory-logger.js';
-import { asRecord, vendorRecord } from '../helpers/records.js';
+import { asRecord, vendorRecord, storeAll } from '../helpers/records.js';
 import { Subscriber } from '../helpers/subscriber.js';
 import { TcpProxy } from '../helpers/tcp-proxy.js';
 import { waitFor } from '../helpers/wait.js';
@@ -73,7 +73,7 @@ describe('the database file under the running agent', () => {
 
       // Deleted while idle: the periodic look (every 30 s) recreates it; here it is called directly.
       removeDb(db);
-      a.agent.outbox.ensureFile('checking the database file');
+      a.agent.outbox.database.ensureFile('checking the database file');
       expect(existsSync(db)).toBe(true);
 
       await a.agent.stop();
@@ -93,7 +93,7 @@ describe('the database file under the running agent', () => {
     const db = join(dir, 'agent.db');
     const o = new Outbox({ path: db });
     o.open();
-    for (let i = 0; i < 50; i++) o.insert(Array.from({ length: 40 }, () => asRecord(vendorRecord({ Label: 'x'.repeat(200) }))), 'poll', i);
+    for (let i = 0; i < 50; i++) await storeAll(o, Array.from({ length: 40 }, () => asRecord(vendorRecord({ Label: 'x'.repeat(200) }))), 'poll', i);
     o.close();
     const size = statSync(db).size;
     const fd = openSync(db, 'r+');
@@ -135,7 +135,7 @@ describe('the database file under the running agent', () => {
       raw.close();
       proxy.up = true;
       await waitFor(() => a.agent.outbox.stats().parked === 1 && a.agent.outbox.stats().pending === 1, 'the damaged one parked, the others delivered');
-      expect(a.agent.outbox.parked()[0]).toMatchObject({ transactionId: records[1]!['TransactionId'], reason: 'its stored text is damaged (checksum mismatch)' });
+      expect(a.agent.outbox.parking.list()[0]).toMatchObject({ transactionId: records[1]!['TransactionId'], reason: 'its stored text is damaged (checksum mismatch)' });
       for (const m of sub.messages) expect(() => JSON.parse(m.text) as unknown).not.toThrow();
       expect(sub.messages.map((m) => (JSON.parse(m.text) as Record<string, unknown>)['TransactionId']).sort()).toEqual([records[0]!['TransactionId'], records[2]!['TransactionId']].sort());
     } finally {

@@ -1,5 +1,6 @@
 import { vendorFields } from '../../bench/lib/records.js';
 import type { TransactionRecord } from '../../agent/vendor/vendor-api.js';
+import type { Outbox, RecordSource } from '../../agent/store/outbox.js';
 
 let n = 0;
 
@@ -17,4 +18,9 @@ export function asRecord(fields: Record<string, unknown>): TransactionRecord {
     deviceId: String(fields['DeviceId']),
     transactionTime: (fields['TransactionTime'] as string | undefined) ?? null,
   };
+}
+
+/** Stores records as the agent does (resolved once on disk); resolves to how many were new. */
+export async function storeAll(outbox: Outbox, records: readonly TransactionRecord[], source: RecordSource, receivedAt: number): Promise<number> {
+  return (await outbox.storeDurably(records, source, receivedAt)).filter(Boolean).length;
 }

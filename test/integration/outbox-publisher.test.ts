@@ -10,7 +10,7 @@ import { MqttBroker } from '../../agent/mqtt/mqtt-broker.js';
 import { Topics } from '../../agent/mqtt/topics.js';
 import { Outbox } from '../../agent/store/outbox.js';
 import { startBroker, type TestBroker } from '../helpers/broker.js';
-import { asRecord, vendorRecord } from '../helpers/records.js';
+import { asRecord, vendorRecord, storeAll } from '../helpers/records.js';
 import { Subscriber, type Received } from '../helpers/subscriber.js';
 import { TcpProxy } from '../helpers/tcp-proxy.js';
 import { waitFor } from '../helpers/wait.js';
@@ -78,7 +78,7 @@ describeWith('mosquitto', 'outbox publisher', () => {
     const sub = await Subscriber.connect(broker.url, 'chair-agent/order/transactions/+');
     const r = rig('order', broker.url);
     const records = Array.from({ length: 300 }, (_, i) => vendorRecord({ DeviceId: `MC700${i % 3}` }));
-    for (let i = 0; i < records.length; i += 50) r.outbox.insert(records.slice(i, i + 50).map(asRecord), 'poll', Date.now());
+    for (let i = 0; i < records.length; i += 50) await storeAll(r.outbox, records.slice(i, i + 50).map(asRecord), 'poll', Date.now());
     await waitFor(() => sub.messages.length >= 300, '300 transactions');
     const seqs = sub.messages.map((m) => (tx(m)['agent'] as { seq: number }).seq);
     expect(seqs).toEqual([...seqs].sort((a, b) => a - b));
@@ -93,7 +93,7 @@ describeWith('mosquitto', 'outbox publisher', () => {
     const sub = await Subscriber.connect(broker.url, 'chair-agent/shape/transactions/#');
     const r = rig('shape', broker.url);
     const fields = vendorRecord({ DeviceId: 'MC7009', Label: null, Amount: '40.00', Extra: { nested: [1, 2] } });
-    r.outbox.insert([asRecord(fields)], 'webhook', Date.UTC(2026, 10, 22, 7, 0, 0));
+    await storeAll(r.outbox, [asRecord(fields)], 'webhook', Date.UTC(2026, 10, 22, 7, 0, 0));
     const m = await sub.waitFor(() => true, 'the transaction');
     expect(m.topic).toBe('chair-agent/shape/transactions/MC7009');
     const { agent, ...vendor } = tx(m);
@@ -113,7 +113,7 @@ describeWith('mosquitto', 'outbox publisher', () => {
     proxy.cutAll();
     await waitFor(() => !r.mqtt.connected, 'disconnected');
     const records = Array.from({ length: 50 }, () => vendorRecord());
-    r.outbox.insert(records.map(asRecord), 'poll', Date.now());
+    await storeAll(r.outbox, records.map(asRecord), 'poll', Date.now());
     expect(r.outbox.stats().pending).toBe(50);
     proxy.up = true;
     await waitFor(() => sub.messages.length >= 50, 'the held records');
@@ -133,7 +133,7 @@ describeWith('mosquitto', 'outbox publisher', () => {
 
     proxy.swallowReplies = true; // the broker's PUBACK never reaches the agent
     const rec = vendorRecord();
-    r.outbox.insert([asRecord(rec)], 'webhook', Date.now());
+    await storeAll(r.outbox, [asRecord(rec)], 'webhook', Date.now());
     await first.waitFor((m) => tx(m)['TransactionId'] === rec['TransactionId'], 'the first PUBLISH at the broker');
     expect(r.outbox.stats().pending).toBe(1);
     expect(r.publisher.inFlight).toBe(1);
@@ -164,7 +164,7 @@ describeWith('mosquitto', 'outbox publisher', () => {
 
     proxy.swallowReplies = true; // no PUBACK, no PINGRESP: the link looks up but nothing comes back
     const records = Array.from({ length: 10 }, () => vendorRecord());
-    r.outbox.insert(records.map(asRecord), 'webhook', Date.now());
+    await storeAll(r.outbox, records.map(asRecord), 'webhook', Date.now());
     await waitFor(() => sub.messages.length >= 10, 'the records at the broker');
     expect(r.outbox.stats().pending).toBe(10);
     // A PINGREQ after one keepalive period (5 s), given up half a period later.
@@ -184,7 +184,7 @@ describeWith('mosquitto', 'outbox publisher', () => {
     await proxy.start();
     proxy.up = false;
     const first = rig('restart', proxy.url);
-    first.outbox.insert(Array.from({ length: 20 }, () => asRecord(vendorRecord())), 'poll', Date.now());
+    await storeAll(first.outbox, Array.from({ length: 20 }, () => asRecord(vendorRecord())), 'poll', Date.now());
     await first.stop();
 
     const sub = await Subscriber.connect(broker.url, 'chair-agent/restart/transactions/+');
@@ -203,7 +203,7 @@ describeWith('mosquitto', 'outbox publisher', () => {
     const r = rig('window', proxy.url, undefined, 7);
     await waitFor(() => r.mqtt.connected, 'connected');
     proxy.swallowReplies = true;
-    r.outbox.insert(Array.from({ length: 30 }, () => asRecord(vendorRecord())), 'poll', Date.now());
+    await storeAll(r.outbox, Array.from({ length: 30 }, () => asRecord(vendorRecord())), 'poll', Date.now());
     await waitFor(() => r.publisher.inFlight === 7, 'a full window');
     expect(r.outbox.stats().pending).toBe(30);
     proxy.swallowReplies = false;

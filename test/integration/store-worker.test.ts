@@ -4,9 +4,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { describe, expect, it, vi } from 'vitest';
-import { StoreWorker, type CheckpointResult } from '../../agent/store/store-worker.js';
 import { Outbox } from '../../agent/store/outbox.js';
-import { asRecord, vendorRecord } from '../helpers/records.js';
+import { asRecord, vendorRecord, storeAll } from '../helpers/records.js';
 
 function store(): { outbox: Outbox; path: string; dir: string } {
   const dir = mkdtempSync(join(tmpdir(), 'checkpoints-'));
@@ -31,15 +30,15 @@ function inFileAlone(path: string, dir: string): number {
 describe('the store worker thread (the running agent)', () => {
   it('copies committed records from the WAL into the database file off the event loop', async () => {
     const { outbox, path, dir } = store();
-    const done = once(outbox, 'checkpointed');
-    outbox.insert([1, 2, 3].map(() => asRecord(vendorRecord())), 'webhook', 1000);
+    const done = once(outbox.database, 'checkpointed');
+    await storeAll(outbox, [1, 2, 3].map(() => asRecord(vendorRecord())), 'webhook', 1000);
     const [log, copied] = (await done) as [number, number];
     expect(log).toBeGreaterThan(0);
     expect(copied).toBe(log);
     expect(inFileAlone(path, dir)).toBe(3);
     // Delivered marks (not synced on their own) are checkpointed too.
-    const next = once(outbox, 'checkpointed');
-    outbox.markDelivered(outbox.pending(0, 10).map((r) => r.seq), 2000);
+    const next = once(outbox.database, 'checkpointed');
+    await outbox.markDelivered(outbox.pending(0, 10).map((r) => r.seq), 2000);
     await next;
     expect(outbox.stats()).toMatchObject({ pending: 0, delivered: 3 });
     outbox.close();
@@ -49,29 +48,18 @@ describe('the store worker thread (the running agent)', () => {
   it('lets its thread end when writes stop and starts it again with the next write', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'checkpoints-'));
     const path = join(dir, 'agent.db');
-    const writer = new Database(path);
-    writer.pragma('journal_mode = WAL');
-    writer.pragma('wal_autocheckpoint = 0');
-    writer.exec('CREATE TABLE transactions (n INTEGER)');
-    const results: CheckpointResult[] = [];
-    let done: () => void = () => {};
-    const cp = new StoreWorker({ path, insertSql: '', deliverSql: '', minFrames: 0, periodMs: 0, idleMs: 50, onDone: (r) => (results.push(r), done()) });
-    const write = async (): Promise<void> => {
-      writer.prepare('INSERT INTO transactions VALUES (1)').run();
-      const answered = new Promise<void>((resolve) => (done = resolve));
-      cp.written();
-      await answered;
-    };
+    const outbox = new Outbox({ path, worker: { minFrames: 0, periodMs: 0, idleMs: 50 } });
+    outbox.open();
     // Nothing written yet: no thread at all (an idle agent carries no second isolate).
-    expect(cp.running).toBe(false);
-    await write();
-    expect(cp.running).toBe(true);
-    await vi.waitFor(() => expect(cp.running).toBe(false), { timeout: 5000 });
-    await write();
-    expect(results.map((r) => r.log === r.checkpointed && r.log > 0)).toEqual([true, true]);
+    expect(outbox.database.writerThreadRunning).toBe(false);
+    await storeAll(outbox, [asRecord(vendorRecord())], 'webhook', 1000);
+    expect(outbox.database.writerThreadRunning).toBe(true);
+    await vi.waitFor(() => expect(outbox.database.writerThreadRunning).toBe(false), { timeout: 5000 });
+    const copied = once(outbox.database, 'checkpointed');
+    await storeAll(outbox, [asRecord(vendorRecord())], 'webhook', 2000);
+    await copied;
     expect(inFileAlone(path, dir)).toBe(2);
-    cp.stop();
-    writer.close();
+    outbox.close();
     rmSync(dir, { recursive: true, force: true });
   });
 
@@ -81,9 +69,9 @@ describe('the store worker thread (the running agent)', () => {
     const outbox = new Outbox({ path, worker: { minFrames: 200, idleCheckpointMs: 300, periodMs: 0 } });
     outbox.open();
     const runs: number[] = [];
-    outbox.on('checkpointed', (_log, copied) => runs.push(copied));
-    const quiet = once(outbox, 'checkpointed');
-    for (let i = 0; i < 3; i++) outbox.insert([asRecord(vendorRecord())], 'webhook', 1000 + i);
+    outbox.database.on('checkpointed', (_log, copied) => runs.push(copied));
+    const quiet = once(outbox.database, 'checkpointed');
+    for (let i = 0; i < 3; i++) await storeAll(outbox, [asRecord(vendorRecord())], 'webhook', 1000 + i);
     await quiet;
     expect(runs).toHaveLength(1);
     expect(inFileAlone(path, dir)).toBe(3);
@@ -96,8 +84,8 @@ describe('the store worker thread (the running agent)', () => {
     const path = join(dir, 'agent.db');
     const outbox = new Outbox({ path, worker: { minFrames: 200, idleCheckpointMs: 600_000, periodMs: 0 } });
     outbox.open();
-    const burst = once(outbox, 'checkpointed');
-    outbox.insert(Array.from({ length: 3000 }, () => asRecord(vendorRecord())), 'webhook', 2000);
+    const burst = once(outbox.database, 'checkpointed');
+    await storeAll(outbox, Array.from({ length: 3000 }, () => asRecord(vendorRecord())), 'webhook', 2000);
     const [, copied] = (await burst) as [number, number];
     expect(copied).toBeGreaterThanOrEqual(200);
     expect(inFileAlone(path, dir)).toBe(3000);
@@ -112,9 +100,9 @@ describe('the store worker thread (the running agent)', () => {
     const webhook = Array.from({ length: 40 }, () => asRecord(vendorRecord()));
     const polled = Array.from({ length: 40 }, () => asRecord(vendorRecord()));
     const results = await Promise.all([
-      ...webhook.map((r, i) => outbox.commitEach([r], 'webhook', 1000 + i)),
-      outbox.commit(polled, 'poll', 5000),
-      outbox.commit(polled.slice(0, 10), 'poll', 6000),
+      ...webhook.map((r, i) => outbox.storeDurably([r], 'webhook', 1000 + i)),
+      storeAll(outbox, polled, 'poll', 5000),
+      storeAll(outbox, polled.slice(0, 10), 'poll', 6000),
     ]);
     expect(results.slice(0, 40).every((flags) => (flags as boolean[])[0] === true)).toBe(true);
     expect(results.slice(40)).toEqual([40, 0]);
@@ -128,20 +116,20 @@ describe('the store worker thread (the running agent)', () => {
 
   it('marks acknowledged records delivered on the worker, counted once, and refuses a mark once closed', async () => {
     const { outbox, dir } = store();
-    await outbox.commit(Array.from({ length: 30 }, () => asRecord(vendorRecord())), 'poll', 1000);
+    await storeAll(outbox, Array.from({ length: 30 }, () => asRecord(vendorRecord())), 'poll', 1000);
     const seqs = outbox.pending(0, 100).map((r) => r.seq);
     const delivered: number[] = [];
     outbox.on('delivered', (n) => delivered.push(n));
     // Two runs of seqs with a gap, and a seq marked twice: one transaction, each row once.
-    await outbox.markDeliveredSoon([...seqs.slice(0, 10), ...seqs.slice(20), seqs[0] as number], 2000);
+    await outbox.markDelivered([...seqs.slice(0, 10), ...seqs.slice(20), seqs[0] as number], 2000);
     expect(outbox.pending(0, 100).map((r) => r.seq)).toEqual(seqs.slice(10, 20));
     expect(outbox.stats()).toMatchObject({ pending: 10, delivered: 20, lastDeliveryAt: 2000 });
-    await outbox.markDeliveredSoon(seqs, 3000);
-    await outbox.markDeliveredSoon(seqs.slice(0, 5), 4000);
+    await outbox.markDelivered(seqs, 3000);
+    await outbox.markDelivered(seqs.slice(0, 5), 4000);
     expect(delivered).toEqual([20, 10, 0]);
     expect(outbox.stats()).toMatchObject({ pending: 0, delivered: 30, lastDeliveryAt: 3000 });
     outbox.close();
-    await expect(outbox.markDeliveredSoon([1], 5000)).rejects.toMatchObject({ name: 'StoreError' });
+    await expect(outbox.markDelivered([1], 5000)).rejects.toMatchObject({ name: 'StoreError' });
     rmSync(dir, { recursive: true, force: true });
   });
 
@@ -154,7 +142,7 @@ describe('the store worker thread (the running agent)', () => {
     outbox.open();
     const results = [];
     for (let i = 0; i < 150; i++) {
-      results.push(outbox.commit([asRecord(vendorRecord())], 'webhook', 1000 + i).then(() => 'ok', (err: Error) => err.message));
+      results.push(storeAll(outbox, [asRecord(vendorRecord())], 'webhook', 1000 + i).then(() => 'ok', (err: Error) => err.message));
       await new Promise((r) => setTimeout(r, i % 4));
     }
     const outcomes = await Promise.all(results);
@@ -164,26 +152,26 @@ describe('the store worker thread (the running agent)', () => {
     rmSync(dir, { recursive: true, force: true });
   });
 
-  it('is not started by writes that change nothing (an idle box: a prune with nothing to prune)', () => {
+  it('is not started by writes that change nothing (an idle box: a prune with nothing to prune, a state unchanged)', async () => {
     const { outbox, dir } = store();
-    expect(outbox.pruneBatch(Date.now(), 100)).toBe(0);
-    outbox.markDelivered([12345], Date.now());
-    expect((outbox as unknown as { worker: StoreWorker }).worker.running).toBe(false);
+    expect(await outbox.pruneDelivered(Date.now(), 100)).toBe(0);
+    expect(await outbox.parking.unparkDue(Date.now())).toBe(0);
+    expect(outbox.database.writerThreadRunning).toBe(false);
     outbox.close();
     rmSync(dir, { recursive: true, force: true });
   });
 
   it('follows the file when it is deleted and recreated under the agent', async () => {
     const { outbox, path, dir } = store();
-    const first = once(outbox, 'checkpointed');
-    outbox.insert([asRecord(vendorRecord())], 'webhook', 1000);
+    const first = once(outbox.database, 'checkpointed');
+    await storeAll(outbox, [asRecord(vendorRecord())], 'webhook', 1000);
     await first;
     rmSync(path);
     rmSync(`${path}-wal`, { force: true });
     rmSync(`${path}-shm`, { force: true });
-    const recovered = once(outbox, 'recovered');
-    const after = once(outbox, 'checkpointed');
-    outbox.insert([asRecord(vendorRecord())], 'webhook', 2000);
+    const recovered = once(outbox.database, 'recovered');
+    const after = once(outbox.database, 'checkpointed');
+    await storeAll(outbox, [asRecord(vendorRecord())], 'webhook', 2000);
     expect((await recovered)[0]).toBe(1);
     await after;
     await vi.waitFor(() => expect(inFileAlone(path, dir)).toBe(2), { timeout: 5000 });

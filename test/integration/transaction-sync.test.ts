@@ -71,7 +71,7 @@ describe('transaction sync', () => {
     expect(new Set(ids).size).toBe(450);
     expect(ids).toEqual([...ids].sort()); // stored in the vendor's chronological order
     // The cursor is the vendor's wall time ("YYYY-MM-DD HH:MM:SS"), here the simulator's Bangkok time.
-    expect(parseNaive(t.outbox.getState(CURSOR_KEY) ?? '')).toBeGreaterThan(instantToNaive(Date.now() - 60_000, 'Asia/Bangkok'));
+    expect(parseNaive(t.outbox.state.get(CURSOR_KEY) ?? '')).toBeGreaterThan(instantToNaive(Date.now() - 60_000, 'Asia/Bangkok'));
     await t.close();
   });
 
@@ -89,7 +89,7 @@ describe('transaction sync', () => {
     const t = setup({ lookbackMs: 5 * 3_600_000 }); // one window
     sim.faults.add({ mode: 'error', status: 500, count: 1, after: 4, endpoints: ['transactions'] });
     await expect(t.sync.run()).rejects.toThrow(/HTTP 500/);
-    expect(t.outbox.getState(CURSOR_KEY)).toBeUndefined();
+    expect(t.outbox.state.get(CURSOR_KEY)).toBeUndefined();
     const partial = t.outbox.stats().pending;
     expect(partial).toBe(80); // the four pages before the failure are kept
     const result = await t.sync.run();

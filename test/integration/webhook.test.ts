@@ -168,9 +168,9 @@ describe('webhook receiver', () => {
       }
       expect(status).toBe(503);
       const pending = full.outbox.stats().pending;
-      expect(full.outbox.integrityCheck()).toBe('ok');
-      full.outbox.markDelivered(full.outbox.pending(0, 10_000).map((r) => r.seq), 1);
-      while (full.outbox.pruneBatch(2, 1000) > 0);
+      expect(full.outbox.database.integrityCheck()).toBe('ok');
+      await full.outbox.markDelivered(full.outbox.pending(0, 10_000).map((r) => r.seq), 1);
+      while (await full.outbox.pruneDelivered(2, 1000) > 0);
       const body = JSON.stringify(vendorRecord());
       expect((await post(full.url, body, signed(body))).status).toBe(200);
       expect(pending).toBeGreaterThan(10);

@@ -30,7 +30,7 @@ function announced(supportUrl?: string): Map<string, string> {
     broker,
     topics: new Topics('chair-agent', 'ladprao-01'),
     registry,
-    store: { getState: (k) => state.get(k), setState: (k, v) => void state.set(k, v) },
+    store: { get: (k) => state.get(k), set: async (k, v) => void state.set(k, v) },
     logger: silentLogger(),
     prefix: 'homeassistant',
     siteId: 'ladprao-01',

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
 import { Outbox, StoreError } from '../../agent/store/outbox.js';
-import { asRecord, vendorRecord } from '../helpers/records.js';
+import { asRecord, vendorRecord, storeAll } from '../helpers/records.js';
 
 function openStore(maxSizeMb?: number): { outbox: Outbox; path: string } {
   const path = join(mkdtempSync(join(tmpdir(), 'outbox-')), 'agent.db');
@@ -27,14 +27,14 @@ function footprint(path: string): string {
 }
 
 describe('outbox store', () => {
-  it('keeps one row per (TransactionId, Status), in the order they arrived', () => {
+  it('keeps one row per (TransactionId, Status), in the order they arrived', async () => {
     const { outbox } = openStore();
     const playing = vendorRecord({ Status: 'playing' });
     const other = vendorRecord();
-    expect(outbox.insert([asRecord(playing), asRecord(other)], 'webhook', 1000)).toBe(2);
-    expect(outbox.insert([asRecord(playing)], 'poll', 2000)).toBe(0);
+    expect(await storeAll(outbox, [asRecord(playing), asRecord(other)], 'webhook', 1000)).toBe(2);
+    expect(await storeAll(outbox, [asRecord(playing)], 'poll', 2000)).toBe(0);
     const finished = { ...playing, Status: 'finished' };
-    expect(outbox.insert([asRecord(finished), asRecord(finished)], 'poll', 3000)).toBe(1);
+    expect(await storeAll(outbox, [asRecord(finished), asRecord(finished)], 'poll', 3000)).toBe(1);
     const rows = outbox.pending(0, 10);
     expect(rows.map((r) => [r.transactionId, r.status, r.source])).toEqual([
       [playing['TransactionId'], 'playing', 'webhook'],
@@ -45,26 +45,26 @@ describe('outbox store', () => {
     outbox.close();
   });
 
-  it('keeps records until marked delivered, and counts the backlog', () => {
+  it('keeps records until marked delivered, and counts the backlog', async () => {
     const { outbox } = openStore();
-    outbox.insert([1, 2, 3].map(() => asRecord(vendorRecord())), 'poll', 5_000);
+    await storeAll(outbox, [1, 2, 3].map(() => asRecord(vendorRecord())), 'poll', 5_000);
     const [a, b] = outbox.pending(0, 10);
-    outbox.markDelivered([a!.seq, b!.seq], 9_000);
+    await outbox.markDelivered([a!.seq, b!.seq], 9_000);
     expect(outbox.stats()).toEqual({ pending: 1, oldestPendingAt: 5_000, parked: 0, delivered: 2, lastDeliveryAt: 9_000 });
     expect(outbox.pending(0, 10)).toHaveLength(1);
     expect(outbox.pending(b!.seq, 10).map((r) => r.seq)).toEqual([b!.seq + 1]);
     outbox.close();
   });
 
-  it('writes nothing to disk when nothing is new', () => {
+  it('writes nothing to disk when nothing is new', async () => {
     const { outbox, path } = openStore();
     const known = [1, 2, 3].map(() => asRecord(vendorRecord()));
-    outbox.insert(known, 'poll', 1000);
-    outbox.setState('sync.cursor', '42');
+    await storeAll(outbox, known, 'poll', 1000);
+    await outbox.state.set('sync.cursor', '42');
     const before = footprint(path);
     for (let i = 0; i < 20; i++) {
-      outbox.insert(known, 'poll', 2000 + i);
-      outbox.setState('sync.cursor', '42');
+      await storeAll(outbox, known, 'poll', 2000 + i);
+      await outbox.state.set('sync.cursor', '42');
       outbox.stats();
       outbox.pending(0, 100);
     }
@@ -72,9 +72,9 @@ describe('outbox store', () => {
     outbox.close();
   });
 
-  it('creates its schema once and reopens without migrating again', () => {
+  it('creates its schema once and reopens without migrating again', async () => {
     const { outbox, path } = openStore();
-    outbox.insert([asRecord(vendorRecord())], 'poll', 1);
+    await storeAll(outbox, [asRecord(vendorRecord())], 'poll', 1);
     outbox.close();
     const raw = new Database(path);
     expect(raw.pragma('user_version', { simple: true })).toBe(MIGRATIONS.length);
@@ -86,7 +86,7 @@ describe('outbox store', () => {
     again.close();
   });
 
-  it('refuses a database from a newer agent instead of damaging it', () => {
+  it('refuses a database from a newer agent instead of damaging it', async () => {
     const { outbox, path } = openStore();
     outbox.close();
     const raw = new Database(path);
@@ -96,29 +96,29 @@ describe('outbox store', () => {
     expect(() => newer.open()).toThrow(/schema version 99, newer than this agent knows/);
   });
 
-  it('prunes only delivered records older than the retention, never undelivered ones', () => {
+  it('prunes only delivered records older than the retention, never undelivered ones', async () => {
     const { outbox } = openStore();
-    outbox.insert([1, 2, 3].map(() => asRecord(vendorRecord())), 'poll', 0);
+    await storeAll(outbox, [1, 2, 3].map(() => asRecord(vendorRecord())), 'poll', 0);
     const [old, recent] = outbox.pending(0, 10);
-    outbox.markDelivered([old!.seq], 1_000);
-    outbox.markDelivered([recent!.seq], 50_000);
-    expect(outbox.pruneBatch(10_000, 100)).toBe(1);
+    await outbox.markDelivered([old!.seq], 1_000);
+    await outbox.markDelivered([recent!.seq], 50_000);
+    expect(await outbox.pruneDelivered(10_000, 100)).toBe(1);
     expect(outbox.stats()).toMatchObject({ pending: 1, delivered: 1 });
-    expect(outbox.pruneBatch(Number.MAX_SAFE_INTEGER, 100)).toBe(1);
+    expect(await outbox.pruneDelivered(Number.MAX_SAFE_INTEGER, 100)).toBe(1);
     expect(outbox.stats()).toMatchObject({ pending: 1, delivered: 0 });
     outbox.close();
   });
 
-  it('when the database is full: refuses new records with STORE_FULL, keeps every stored one, and recovers after a prune', () => {
+  it('when the database is full: refuses new records with STORE_FULL, keeps every stored one, and recovers after a prune', async () => {
     const { outbox } = openStore(0.25);
     const events: [boolean, string][] = [];
-    outbox.on('writable', (ok, detail) => events.push([ok, detail]));
+    outbox.database.on('writable', (ok, detail) => events.push([ok, detail]));
     const big = 'x'.repeat(2000);
     let stored = 0;
     let error: unknown;
     for (let i = 0; i < 1000 && !error; i++) {
       try {
-        stored += outbox.insert([asRecord(vendorRecord({ Label: big }))], 'webhook', i);
+        stored += await storeAll(outbox, [asRecord(vendorRecord({ Label: big }))], 'webhook', i);
       } catch (err) {
         error = err;
       }
@@ -127,43 +127,52 @@ describe('outbox store', () => {
     expect((error as StoreError).code).toBe('STORE_FULL');
     expect(events).toEqual([[false, 'database full while storing transactions (disk or storage.maxSizeMb)']]);
     expect(outbox.stats().pending).toBe(stored);
-    expect(outbox.integrityCheck()).toBe('ok');
+    expect(outbox.database.integrityCheck()).toBe('ok');
 
     const all = outbox.pending(0, 10_000).map((r) => r.seq);
-    outbox.markDelivered(all, 1);
-    while (outbox.pruneBatch(2, 1000) > 0);
-    expect(outbox.insert([asRecord(vendorRecord())], 'webhook', 5)).toBe(1);
+    await outbox.markDelivered(all, 1);
+    while (await outbox.pruneDelivered(2, 1000) > 0);
+    expect(await storeAll(outbox, [asRecord(vendorRecord())], 'webhook', 5)).toBe(1);
     expect(events.at(-1)).toEqual([true, 'writable']);
     outbox.close();
   });
 });
 
-describe('a lock held by another connection', () => {
+describe('a lock held by another process', () => {
   const locked = (lockReportAfterMs?: number) => {
     const path = join(mkdtempSync(join(tmpdir(), 'locked-store-')), 'agent.db');
-    const outbox = new Outbox({ path, lockReportAfterMs });
+    // As the running agent: writes on the writer thread.
+    const outbox = new Outbox({ path, lockReportAfterMs, worker: { busyTimeoutMs: 100 } });
     outbox.open();
     const events: string[] = [];
-    outbox.on('writable', (ok) => events.push(ok ? 'writable' : 'not writable'));
+    outbox.database.on('writable', (ok) => events.push(ok ? 'writable' : 'not writable'));
     const other = new Database(path);
     other.exec('BEGIN IMMEDIATE');
     return { outbox, other, events };
   };
 
-  it('fails a write fast as STORE_LOCKED, and reports it only once it outlasts a moment', () => {
+  it('never holds the event loop: the write waits on the writer thread, fails as STORE_LOCKED, and is reported only once the lock outlasts a moment', async () => {
     const brief = locked();
-    expect(() => brief.outbox.setState('cursor', 'x')).toThrow(expect.objectContaining({ code: 'STORE_LOCKED' }));
-    expect(brief.events).toEqual([]); // a store-thread commit or a slow fsync: not a database alarm
+    const order: string[] = [];
+    const write = brief.outbox.state.set('cursor', 'x').then(
+      () => order.push('written'),
+      (err: unknown) => order.push((err as StoreError).code),
+    );
+    // The loop turns while the write waits on the lock (it would not, had the write been made here).
+    await new Promise<void>((resolve) => setImmediate(() => resolve(void order.push('loop turned'))));
+    await write;
+    expect(order).toEqual(['loop turned', 'STORE_LOCKED']);
+    expect(brief.events).toEqual([]); // a backup's moment or a slow fsync: not a database alarm
     brief.other.exec('COMMIT');
-    brief.outbox.setState('cursor', 'x');
-    expect(brief.outbox.getState('cursor')).toBe('x');
+    await brief.outbox.state.set('cursor', 'x');
+    expect(brief.outbox.state.get('cursor')).toBe('x');
 
     const lasting = locked(0);
-    expect(() => lasting.outbox.setState('cursor', 'y')).toThrow(StoreError);
+    await expect(lasting.outbox.state.set('cursor', 'y')).rejects.toThrow(StoreError);
     expect(lasting.events).toEqual(['not writable']);
     expect(lasting.outbox.failure).toMatch(/locked by another process/);
     lasting.other.exec('COMMIT');
-    lasting.outbox.setState('cursor', 'y');
+    await lasting.outbox.state.set('cursor', 'y');
     expect(lasting.events).toEqual(['not writable', 'writable']);
     for (const o of [brief, lasting]) {
       o.other.close();

@@ -7,7 +7,7 @@ import { PRUNE_BATCH, Retention } from '../../agent/store/retention.js';
 import type { Scheduler } from '../../agent/time/scheduler.js';
 import { Outbox } from '../../agent/store/outbox.js';
 import { memoryLogger } from '../helpers/memory-logger.js';
-import { asRecord, vendorRecord } from '../helpers/records.js';
+import { asRecord, vendorRecord, storeAll } from '../helpers/records.js';
 
 const manual: Scheduler = { schedule: () => ({ stop: () => undefined }) };
 
@@ -16,9 +16,9 @@ describe('retention', () => {
     const outbox = new Outbox({ path: join(mkdtempSync(join(tmpdir(), 'ret-')), 'agent.db') });
     outbox.open();
     const n = 2 * PRUNE_BATCH + 500;
-    for (let i = 0; i < n; i += 1000) outbox.insert(Array.from({ length: Math.min(1000, n - i) }, () => asRecord(vendorRecord())), 'poll', 0);
-    outbox.markDelivered(outbox.pending(0, n).map((r) => r.seq), 1_000); // long ago
-    outbox.insert([asRecord(vendorRecord())], 'poll', 0); // undelivered, just as old
+    for (let i = 0; i < n; i += 1000) await storeAll(outbox, Array.from({ length: Math.min(1000, n - i) }, () => asRecord(vendorRecord())), 'poll', 0);
+    await outbox.markDelivered(outbox.pending(0, n).map((r) => r.seq), 1_000); // long ago
+    await storeAll(outbox, [asRecord(vendorRecord())], 'poll', 0); // undelivered, just as old
     const { logger, lines } = memoryLogger('info');
     const retention = new Retention({ outbox, scheduler: manual, clock: systemClock, logger, retentionDays: 30, firstDelayMs: 60_000 });
     retention.start();

@@ -11,7 +11,7 @@ import { addDecimal, formatDecimal, parseDecimal, ZERO } from '../../agent/summa
 import { DayTally } from '../../agent/summary/day-tally.js';
 import { TodaySummary } from '../../agent/summary/today.js';
 import { FakeClock, settle } from '../helpers/fake-clock.js';
-import { asRecord, vendorRecord } from '../helpers/records.js';
+import { asRecord, vendorRecord, storeAll } from '../helpers/records.js';
 
 describe('exact takings', () => {
   it('sums to the satang where floats drift', () => {
@@ -103,8 +103,8 @@ describe('today at a glance, from the records in the store', () => {
     outbox.open();
     const now = clock.now();
     // Other days' records before today's: read in slices, none counted.
-    outbox.insert(Array.from({ length: 4_500 }, () => asRecord(vendorRecord({ TransactionTime: '2026-11-21 12:00:00' }))), 'poll', now - 7_200_000);
-    outbox.insert(
+    await storeAll(outbox, Array.from({ length: 4_500 }, () => asRecord(vendorRecord({ TransactionTime: '2026-11-21 12:00:00' }))), 'poll', now - 7_200_000);
+    await storeAll(outbox, 
       [
         asRecord(vendorRecord({ TransactionId: 'Y1', TransactionTime: '2026-11-21 23:59:59', Amount: '99.00' })),
         asRecord(vendorRecord({ TransactionId: 'T1', TransactionTime: '2026-11-22 00:00:00', Amount: '40.00', DeviceId: 'MC7001' })),
@@ -124,8 +124,8 @@ describe('today at a glance, from the records in the store', () => {
     expect(JSON.parse(first.payload)).toMatchObject({ date: '2026-11-22', timeZone: 'Asia/Bangkok', site: { uses: 1, total: '40.00' }, chairs: { MC7001: { uses: 1 } } });
 
     // A webhook's record: counted, and published within a second, once for a burst.
-    outbox.insert([asRecord(vendorRecord({ TransactionId: 'T2', TransactionTime: '2026-11-22 11:59:00', Amount: '60.05', DeviceId: 'MC7002' }))], 'webhook', clock.now());
-    outbox.insert([asRecord(vendorRecord({ TransactionId: 'T3', TransactionTime: '2026-11-22 11:59:30', Amount: '0.00', PaymentMethod: 'manual', DeviceId: 'MC7002' }))], 'webhook', clock.now());
+    await storeAll(outbox, [asRecord(vendorRecord({ TransactionId: 'T2', TransactionTime: '2026-11-22 11:59:00', Amount: '60.05', DeviceId: 'MC7002' }))], 'webhook', clock.now());
+    await storeAll(outbox, [asRecord(vendorRecord({ TransactionId: 'T3', TransactionTime: '2026-11-22 11:59:30', Amount: '0.00', PaymentMethod: 'manual', DeviceId: 'MC7002' }))], 'webhook', clock.now());
     const before = published.length;
     await clock.advance(1_000);
     expect(published.length).toBe(before + 1);

@@ -78,7 +78,7 @@ function databaseAccessCheck(config: Config): CheckLine {
   const outbox = new Outbox({ path, readonly: true });
   try {
     outbox.open();
-    const integrity = outbox.integrityCheck();
+    const integrity = outbox.database.integrityCheck();
     const st = outbox.stats();
     if (integrity !== 'ok') return { name, ok: false, detail: `${path}: integrity check says ${integrity}`, hint: 'stop the agent, keep a copy of the file, and see the troubleshooting section of the README' };
     return { name, ok: true, detail: `${path} writable; ${st.pending} transaction(s) waiting, ${st.delivered} delivered` };

@@ -34,12 +34,12 @@ export async function outboxCommand(args: ParsedArgs, ctx: CommandContext, now =
     const tz = config.site.timezone;
     const iso = (t: number | null): string | null => (t === null ? null : formatIsoWithOffset(t, tz));
     if (retry) {
-      const n = outbox.retryParkedNow(now);
+      const n = await outbox.parking.retryAllNow(now);
       ctx.stdout(`${n} parked record(s) made due now; the running agent sends them within 10 minutes\n`);
       return EXIT_OK;
     }
     const st = outbox.stats();
-    const parked = args.values['parked'] === true ? outbox.parked(1000) : [];
+    const parked = args.values['parked'] === true ? outbox.parking.list(1000) : [];
     if (args.values['json'] === true) {
       const figures = { pending: st.pending, parked: st.parked, oldestPendingAt: iso(st.oldestPendingAt), delivered: st.delivered, lastDeliveryAt: iso(st.lastDeliveryAt) };
       const list = parked.map((p) => ({ ...p, parkedAt: iso(p.parkedAt), retryAt: iso(p.retryAt) }));

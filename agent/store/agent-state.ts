@@ -1,0 +1,20 @@
+import type { StoreDatabase } from './database.js';
+
+/**
+ * The agent's own small state, kept with the records so it moves with them in a recovery: the
+ * sync cursor, the chairs announced to Home Assistant, the chairs with retained messages.
+ */
+export class AgentState {
+  constructor(private readonly db: StoreDatabase) {}
+
+  get(key: string): string | undefined {
+    return this.db.read('reading state', () => this.db.statement('SELECT value FROM state WHERE key = ?').pluck().get(key) as string | undefined);
+  }
+
+  /** Writes only when the value differs; resolves once committed. */
+  async set(key: string, value: string): Promise<void> {
+    if (this.get(key) === value) return;
+    const { changed } = await this.db.write(`saving ${key}`, { op: 'state', key, value });
+    if (changed) this.db.changed();
+  }
+}

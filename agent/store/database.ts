@@ -1,0 +1,323 @@
+import { EventEmitter } from 'node:events';
+import { statSync } from 'node:fs';
+import Database from 'better-sqlite3';
+import { errorMessage } from '../platform/errors.js';
+import { migrate } from './migrations.js';
+import { isSqliteError, StoreError, toStoreError, type StoreErrorCode } from './store-error.js';
+import { InlineWriter } from './inline-writer.js';
+import { ThreadWriter, type CheckpointerTuning } from './thread-writer.js';
+import type { Writer } from './writer.js';
+import type { ResultOf, WriteOp } from './writes.js';
+
+export interface DatabaseEvents {
+  /** A write failed after succeeding, or succeeded after failing. */
+  writable: [ok: boolean, detail: string];
+  /** The database file was deleted or replaced under the agent; this many waiting records were moved into a new one. */
+  recovered: [moved: number];
+  /** A background checkpoint failed (null: they work again). The WAL then grows until one succeeds or the writer checkpoints itself. */
+  checkpoint: [problem: string | null];
+  /** A background checkpoint ran: frames in the WAL, and how many of them are in the database file now. */
+  checkpointed: [log: number, copied: number];
+}
+
+export interface DatabaseOptions {
+  path: string;
+  /** Caps the database size (PRAGMA max_page_count). */
+  maxSizeMb?: number | undefined;
+  readonly?: boolean;
+  /**
+   * Writes on a worker thread (the running agent), so the event loop never waits on their fsyncs
+   * or on a lock. Without it they run on the caller's thread (the CLI, an in-memory database).
+   */
+  worker?: boolean | CheckpointerTuning;
+  /** How long writes may fail on a lock held elsewhere before it is reported (default 2 s). */
+  lockReportAfterMs?: number;
+}
+
+/** How long a read on the event loop's connection waits for SQLite's WAL index lock (it writes nothing). */
+const MAIN_BUSY_TIMEOUT_MS = 50;
+/** How long writes may fail on a lock held elsewhere before health and the log say so. */
+const LOCK_REPORT_AFTER_MS = 2_000;
+
+/**
+ * The database file: opening it (pragmas, schema), watching that the file at storage.path is the
+ * one open (recreating it with every waiting record when it was deleted or replaced), the writer
+ * that makes every write, and how failures are reported (once per kind, `writable`).
+ *
+ * The event loop's connection only reads. Writes go to the writer, so none of them can hold the
+ * loop on a lock another process holds or on an SD card's fsync.
+ */
+export class StoreDatabase extends EventEmitter<DatabaseEvents> {
+  private db: Database.Database | null = null;
+  private writer: Writer | null = null;
+  private identity: { dev: number; ino: number } | null = null;
+  private maxPageCount: number | undefined;
+  private writeFailure: string | null = null;
+  private failureCode: StoreErrorCode | null = null;
+  /** When writes began to fail on a lock held elsewhere (performance.now()), while they do. */
+  private lockedSince: number | null = null;
+  private checkpointProblem: string | null = null;
+  private changes = 0;
+  /** Prepared read statements of the current connection, by SQL. */
+  private readonly statements = new Map<string, Database.Statement>();
+
+  constructor(private readonly opts: DatabaseOptions) {
+    super();
+  }
+
+  get path(): string {
+    return this.opts.path;
+  }
+
+  get isOpen(): boolean {
+    return this.db !== null;
+  }
+
+  private get inMemory(): boolean {
+    return this.opts.path === ':memory:' || this.opts.path === '';
+  }
+
+  /**
+   * Goes up by one with every write that changed something (and on a reopen), before its
+   * events: a reader that saw the count unchanged knows nothing was written since.
+   */
+  get changeCount(): number {
+    return this.changes;
+  }
+
+  /** Whether the writer thread is there (only while writes come). */
+  get writerThreadRunning(): boolean {
+    return this.writer instanceof ThreadWriter && this.writer.running;
+  }
+
+  /** Null while writes succeed, else why the last one failed. */
+  get failure(): string | null {
+    return this.writeFailure;
+  }
+
+  /** Opens (creating and migrating when needed). Throws STORE_OPEN_FAILED naming the path. */
+  open(): void {
+    if (this.db) return;
+    try {
+      this.db = this.openFile();
+      this.changes += 1;
+      this.identity = this.fileIdentity();
+      if (!this.opts.readonly) this.writer = this.makeWriter(this.db);
+    } catch (err) {
+      this.close();
+      throw new StoreError('STORE_OPEN_FAILED', `cannot open the database ${this.opts.path}: ${errorMessage(err)} (storage.path)`, err);
+    }
+  }
+
+  private openFile(): Database.Database {
+    const { opts } = this;
+    const db = new Database(opts.path, { readonly: opts.readonly ?? false, fileMustExist: opts.readonly ?? false });
+    try {
+      db.pragma(`busy_timeout = ${MAIN_BUSY_TIMEOUT_MS}`);
+      if (!opts.readonly) {
+        db.pragma('journal_mode = WAL');
+        // Opening and migrating are this connection's only writes (and a recovery's copy).
+        db.pragma('synchronous = FULL');
+        migrate(db);
+        if (opts.maxSizeMb !== undefined) {
+          const pageSize = db.pragma('page_size', { simple: true }) as number;
+          this.maxPageCount = Math.max(16, Math.floor((opts.maxSizeMb * 1024 * 1024) / pageSize));
+          db.pragma(`max_page_count = ${this.maxPageCount}`);
+        }
+      }
+      return db;
+    } catch (err) {
+      db.close();
+      throw err;
+    }
+  }
+
+  private makeWriter(db: Database.Database): Writer {
+    if (!this.opts.worker || this.inMemory) return new InlineWriter({ main: db, path: this.opts.path, inMemory: this.inMemory, maxPageCount: this.maxPageCount });
+    const tuning = typeof this.opts.worker === 'object' ? this.opts.worker : {};
+    return new ThreadWriter({
+      ...tuning,
+      path: this.opts.path,
+      maxPageCount: this.maxPageCount,
+      onCheckpoint: (r) => {
+        this.checkpointed(null);
+        this.emit('checkpointed', r.log, r.checkpointed);
+      },
+      onCheckpointError: (problem) => this.checkpointed(problem),
+    });
+  }
+
+  private checkpointed(problem: string | null): void {
+    if (problem === this.checkpointProblem) return;
+    this.checkpointProblem = problem;
+    this.emit('checkpoint', problem);
+  }
+
+  /** A prepared statement on the event loop's (reading) connection. */
+  statement(sql: string): Database.Statement {
+    const db = this.db;
+    if (!db) throw new StoreError('STORE_FAILED', 'the database is not open');
+    let s = this.statements.get(sql);
+    if (!s) {
+      s = db.prepare(sql);
+      this.statements.set(sql, s);
+    }
+    return s;
+  }
+
+  /** Runs a read; a SQLite failure is reported (health) and thrown as a StoreError. */
+  read<T>(doing: string, fn: () => T): T {
+    try {
+      return fn();
+    } catch (err) {
+      if (err instanceof StoreError) throw err;
+      if (isSqliteError(err)) throw this.failed(err, doing);
+      throw err;
+    }
+  }
+
+  /**
+   * Makes a write on the writer (after checking the file is still the one open); resolves once it
+   * is committed, rejects with a StoreError that health has been told about.
+   */
+  async write<W extends WriteOp>(doing: string, w: W): Promise<ResultOf<W['op']>> {
+    const writer = this.writer;
+    if (!writer) throw new StoreError('STORE_FAILED', this.db ? 'the database is open read-only' : 'the database is not open');
+    this.ensureFile(doing);
+    let result: ResultOf<W['op']>;
+    try {
+      result = await writer.write(w);
+    } catch (err) {
+      throw this.failed(err, doing);
+    }
+    this.succeeded();
+    return result;
+  }
+
+  /** A write changed something: readers that compare changeCount look again. */
+  changed(): void {
+    this.changes += 1;
+  }
+
+  private fileIdentity(): { dev: number; ino: number } | null {
+    if (this.inMemory || this.opts.readonly) return null;
+    const st = statSync(this.opts.path);
+    return { dev: st.dev, ino: st.ino };
+  }
+
+  /**
+   * True while the file at storage.path is the one open. A file deleted or replaced under a
+   * running agent would take every later write with it: it is recreated at the path, with every
+   * waiting record (and the agent's state) moved in, before anything else is written.
+   */
+  ensureFile(doing: string): void {
+    if (!this.identity || !this.db) return;
+    let current: { dev: number; ino: number } | null;
+    try {
+      const st = statSync(this.opts.path);
+      current = { dev: st.dev, ino: st.ino };
+    } catch {
+      current = null;
+    }
+    if (current && current.dev === this.identity.dev && current.ino === this.identity.ino) return;
+    const what = current ? 'replaced' : 'deleted';
+    let moved: number;
+    try {
+      moved = this.recreate();
+    } catch (err) {
+      const e = new StoreError('STORE_GONE', `the database file ${this.opts.path} was ${what} while running and cannot be recreated (${errorMessage(err)}) while ${doing}`, err);
+      this.reportFailure(e.code, e.message);
+      throw e;
+    }
+    this.changes += 1;
+    this.emit('recovered', moved);
+    this.succeeded();
+  }
+
+  /** The one write of the event loop's connection after opening: a new file, which nothing else holds yet. */
+  private recreate(): number {
+    const old = this.db as Database.Database;
+    const fresh = this.openFile();
+    let moved = 0;
+    try {
+      const copy = fresh.prepare(
+        `INSERT OR IGNORE INTO transactions (seq, transaction_id, status, device_id, record, source, received_at, parked_at, park_reason, park_count, retry_at, record_crc, start_request)
+         VALUES (@seq, @transaction_id, @status, @device_id, @record, @source, @received_at, @parked_at, @park_reason, @park_count, @retry_at, @record_crc, @start_request)`,
+      );
+      const copyState = fresh.prepare('INSERT INTO state (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value');
+      fresh
+        .transaction(() => {
+          for (const row of old.prepare('SELECT * FROM transactions WHERE delivered_at IS NULL ORDER BY seq').iterate()) moved += copy.run(row as Record<string, unknown>).changes;
+          for (const row of old.prepare('SELECT key, value FROM state').iterate()) {
+            const r = row as { key: string; value: string };
+            copyState.run(r.key, r.value);
+          }
+          recount(fresh);
+        })
+        .immediate();
+    } catch (err) {
+      fresh.close();
+      throw err;
+    }
+    this.db = fresh;
+    this.statements.clear();
+    this.identity = this.fileIdentity();
+    this.writer?.reopen();
+    old.close();
+    return moved;
+  }
+
+  private failed(err: unknown, doing: string): StoreError {
+    const e = toStoreError(err, doing);
+    // A lock held elsewhere is reported (health, webhooks 503) only when it outlasts a moment: a
+    // backup's read transaction holds it for milliseconds, an SD card's slow fsync for tens.
+    if (e.code === 'STORE_LOCKED') {
+      const now = performance.now();
+      this.lockedSince ??= now;
+      if (now - this.lockedSince < (this.opts.lockReportAfterMs ?? LOCK_REPORT_AFTER_MS)) return e;
+    }
+    this.reportFailure(e.code, e.message);
+    return e;
+  }
+
+  /** Reported once per kind of failure: a damaged file fails every use, each "while" something else. */
+  private reportFailure(code: StoreErrorCode, message: string): void {
+    this.writeFailure = message;
+    if (this.failureCode === code) return;
+    this.failureCode = code;
+    this.emit('writable', false, message);
+  }
+
+  private succeeded(): void {
+    this.lockedSince = null;
+    if (this.writeFailure === null) return;
+    this.writeFailure = null;
+    this.failureCode = null;
+    this.emit('writable', true, 'writable');
+  }
+
+  integrityCheck(): string {
+    if (!this.db) throw new StoreError('STORE_FAILED', 'the database is not open');
+    return this.db.pragma('integrity_check', { simple: true }) as string;
+  }
+
+  close(): void {
+    this.writer?.close();
+    this.writer = null;
+    const db = this.db;
+    this.db = null;
+    this.statements.clear();
+    this.identity = null;
+    if (db?.open) db.close();
+  }
+}
+
+/** Counters from the rows themselves (after a recovery). */
+function recount(db: Database.Database): void {
+  const set = db.prepare('UPDATE counters SET value = ? WHERE name = ?');
+  const one = (sql: string): number => (db.prepare(sql).pluck().get() as number | null) ?? 0;
+  set.run(one('SELECT COUNT(*) FROM transactions WHERE delivered_at IS NULL'), 'pending');
+  set.run(one('SELECT COUNT(*) FROM transactions WHERE delivered_at IS NULL AND parked_at IS NOT NULL'), 'parked');
+  set.run(one('SELECT COUNT(*) FROM transactions WHERE delivered_at IS NOT NULL'), 'delivered');
+  set.run(one('SELECT COALESCE(MAX(delivered_at), 0) FROM transactions'), 'last_delivery_at');
+}

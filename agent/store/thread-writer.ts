@@ -1,0 +1,168 @@
+import { existsSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { fileURLToPath } from 'node:url';
+import { Worker } from 'node:worker_threads';
+import { WriteFailed, type Writer } from './writer.js';
+import type { WriterFailure, WriterReply, WriterRequest, WriterSettings } from './writer-protocol.js';
+import type { ResultOf, WriteOp, WriteResult } from './writes.js';
+
+/**
+ * The writer thread's entry: beside the bundle's main.js (the bundle's chunks are one folder
+ * down), beside this module (tsc's layout), or this module's TypeScript source, which Node runs
+ * with its type stripping (the test runner's layout).
+ */
+function writerEntry(): string {
+  for (const rel of ['../store-writer.js', './store-writer.js', './store-writer.ts']) {
+    const file = fileURLToPath(new URL(rel, import.meta.url));
+    if (existsSync(file)) return file;
+  }
+  throw new Error('the database writer thread (store-writer.js) is missing: npm run build');
+}
+
+export interface CheckpointResult {
+  /** Frames in the WAL, and how many of them are now in the database file. */
+  log: number;
+  checkpointed: number;
+}
+
+export interface CheckpointerTuning {
+  /** Checkpoint once the WAL holds this many frames (pages) not yet in the database file. */
+  minFrames?: number;
+  /** Fewer than minFrames are checkpointed this long after the write that added them. */
+  idleCheckpointMs?: number;
+  /** At most one checkpoint per this many ms while writes come (the WAL grows meanwhile). */
+  periodMs?: number;
+  /** The thread ends after this long without writes, and starts again with the next. */
+  idleMs?: number;
+  /** How long a write waits for a lock another process holds before it fails (STORE_LOCKED). */
+  busyTimeoutMs?: number;
+}
+
+export interface ThreadWriterOptions extends CheckpointerTuning {
+  path: string;
+  /** PRAGMA max_page_count (storage.maxSizeMb); it is per connection. */
+  maxPageCount?: number | undefined;
+  onCheckpoint?: (result: CheckpointResult) => void;
+  onCheckpointError?: (message: string) => void;
+}
+
+/** A write with an id, waiting for its one reply. */
+interface Waiting {
+  resolve: (result: WriteResult) => void;
+  reject: (err: Error) => void;
+}
+
+/**
+ * The outbox's writes on a worker thread (store-writer.ts) with connections of its own, so the
+ * event loop serves requests, PUBACKs and buttons while an fsync runs (milliseconds on an SD
+ * card) or another process holds the lock, and WAL checkpoints (a copy and two fsyncs) run there
+ * too. The thread starts with the first write and ends after a quiet spell.
+ */
+export class ThreadWriter implements Writer {
+  private worker: Worker | null = null;
+  private stopped = false;
+  private nextId = 1;
+  private readonly waiting = new Map<number, Waiting>();
+
+  constructor(private readonly opts: ThreadWriterOptions) {}
+
+  private spawn(): Worker {
+    const settings: WriterSettings = {
+      sqlite: createRequire(import.meta.url).resolve('better-sqlite3'),
+      path: this.opts.path,
+      maxPageCount: this.opts.maxPageCount ?? 0,
+      minFrames: this.opts.minFrames ?? 250,
+      idleCheckpointMs: this.opts.idleCheckpointMs ?? 30_000,
+      periodMs: this.opts.periodMs ?? 100,
+      idleMs: this.opts.idleMs ?? 60_000,
+      busyTimeoutMs: this.opts.busyTimeoutMs ?? 2_000,
+    };
+    const worker = new Worker(writerEntry(), { workerData: settings });
+    worker.unref();
+    worker.on('message', (m: WriterReply) => this.onReply(worker, m));
+    worker.on('error', (err) => this.opts.onCheckpointError?.(err.message));
+    worker.on('exit', () => {
+      if (this.worker !== worker) return;
+      this.worker = null;
+      // Writes it had not answered are not known to be committed: their callers are told so.
+      this.rejectAll('the database writer thread ended before answering');
+    });
+    return worker;
+  }
+
+  private onReply(worker: Worker, m: WriterReply): void {
+    switch (m.type) {
+      case 'done':
+        return this.answered(m.id, m.result);
+      case 'failed':
+        return this.answered(m.id, undefined, m.failure);
+      case 'checkpointed':
+        return this.opts.onCheckpoint?.({ log: m.log, checkpointed: m.checkpointed });
+      case 'checkpoint-failed':
+        return this.opts.onCheckpointError?.(m.message);
+      case 'idle':
+        // The handshake: the thread ends only when nothing is waiting for it. It is let go at
+        // once, so a write asked for after this goes to a new thread, never to one that is ending.
+        if (this.worker !== worker || this.waiting.size > 0) return;
+        this.worker = null;
+        this.post(worker, { type: 'exit' });
+        return;
+    }
+  }
+
+  private answered(id: number, result: WriteResult | undefined, failure?: WriterFailure): void {
+    const w = this.waiting.get(id);
+    if (!w) return;
+    this.waiting.delete(id);
+    if (failure || !result) w.reject(new WriteFailed(failure?.message ?? 'no answer', failure?.code));
+    else w.resolve(result);
+  }
+
+  private post(worker: Worker, message: WriterRequest): void {
+    worker.postMessage(message);
+  }
+
+  private rejectAll(why: string): void {
+    for (const [id, w] of this.waiting) {
+      this.waiting.delete(id);
+      w.reject(new WriteFailed(why, undefined));
+    }
+  }
+
+  write<W extends WriteOp>(write: W): Promise<ResultOf<W['op']>> {
+    if (this.stopped) return Promise.reject(new WriteFailed('the database is closed', undefined));
+    this.worker ??= this.spawn();
+    const id = this.nextId++;
+    const worker = this.worker;
+    return new Promise<WriteResult>((resolve, reject) => {
+      this.waiting.set(id, { resolve, reject });
+      this.post(worker, { type: 'write', id, write });
+    }).then((result) => {
+      if (result.op !== write.op) throw new WriteFailed(`the writer thread answered ${result.op} to ${write.op}`, undefined);
+      return result as ResultOf<W['op']>;
+    });
+  }
+
+  reopen(): void {
+    if (this.worker) this.post(this.worker, { type: 'reopen' });
+  }
+
+  /** Whether the thread is there (it is only while writes come). */
+  get running(): boolean {
+    return this.worker !== null;
+  }
+
+  /** Writes not yet answered. */
+  get pendingWrites(): number {
+    return this.waiting.size;
+  }
+
+  /** Closes the thread's connections and lets it end (it never holds the process). */
+  close(): void {
+    this.stopped = true;
+    const worker = this.worker;
+    this.worker = null;
+    if (worker) this.post(worker, { type: 'close' });
+    this.rejectAll('the database was closed before the write was answered');
+  }
+}
