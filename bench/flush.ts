@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import mqtt from 'mqtt';
-import { transactionPayload } from '../agent/delivery/outbox-publisher.js';
+import { transactionPayload } from '../agent/delivery/transaction-payload.js';
 import { Topics } from '../agent/mqtt/topics.js';
 import { Simulator } from '../agent/simulator/simulator.js';
 import { Outbox } from '../agent/store/outbox.js';

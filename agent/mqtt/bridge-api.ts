@@ -1,7 +1,7 @@
 import type { LevelWithSilent } from 'pino';
 import { backlogFigures, bridgeInfo, type StatusSources } from '../observe/agent-status.js';
 import type { TransactionSync } from '../vendor/transaction-sync.js';
-import { transactionPayload } from '../delivery/outbox-publisher.js';
+import { transactionPayload } from '../delivery/transaction-payload.js';
 import { setLogLevel, type Logger } from '../platform/logger.js';
 import { RequestError, type RequestHandler } from './bridge-requests.js';
 import type { Topics } from './topics.js';
