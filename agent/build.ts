@@ -172,7 +172,8 @@ export function build(config: Config, deps: AgentDeps): Agent {
   });
   const retention = new Retention({ outbox, scheduler, clock, logger: child('retention'), retentionDays: config.storage.retentionDays });
   const today = new TodaySummary({ source: outbox, broker, topic: topics.summary, clock, vendorClock, timeZone: config.site.timezone, logger: child('today') });
-  const sources = { config, clock, health, registry, broker, outbox, inFlight: () => publisher.inFlight, refusals: () => guard.refusals(), today: () => today.summary() };
+  const site = { siteId: config.site.id, timeZone: config.site.timezone, vendorBaseUrl: config.vendor.baseUrl, gpioDriver: config.gpio.driver };
+  const sources = { site, clock, health, registry, broker, outbox, inFlight: () => publisher.inFlight, refusals: () => guard.refusals(), today: () => today.summary() };
   const bridge = new MqttBridge({ broker, topics, registry, health, clock, logger: child('bridge'), infoIntervalMs: 60_000, info: () => bridgeInfo(sources), store: outbox.state });
   const starts = startServiceFor(config, { vendor, registry, clock, logger, metrics });
   const startCommands = new MqttStartCommands({
@@ -249,7 +250,11 @@ export function build(config: Config, deps: AgentDeps): Agent {
     metrics,
   });
   const indicators = new Indicators({ leds, registry, starts, health, chairs: config.gpio.chairs.map((c) => c.deviceId) });
-  const statusPage = new StatusPage({ ...sources, starts, leds, indicators, logger: child('status-page'), httpRefusals: http.refusals });
+  const statusPage = new StatusPage({
+    ...sources,
+    adminToken: config.http.adminToken,
+    startMinutes: { min: config.start.minMinutes, max: config.start.maxMinutes, default: config.vendor.sessionMinutes },
+    starts, leds, indicators, logger: child('status-page'), httpRefusals: http.refusals });
   statusPage.routes(http);
   const gpioComponent: Component = {
     name: 'gpio',

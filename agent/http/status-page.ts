@@ -38,6 +38,10 @@ const PAGE_HEADERS = {
 };
 
 export interface StatusPageDeps extends StatusSources {
+  /** http.adminToken: unlocks the page's actions. */
+  adminToken: string | undefined;
+  /** The minutes a start from the page may ask for (start.minMinutes/maxMinutes), and its default (vendor.sessionMinutes). */
+  startMinutes: { min: number; max: number; default: number };
   starts: StartService;
   leds: LedController;
   indicators: Indicators;
@@ -67,7 +71,7 @@ export class StatusPage implements Component {
   private readonly admin: AdminGuard;
 
   constructor(private readonly deps: StatusPageDeps) {
-    this.admin = new AdminGuard(deps.config.http.adminToken, () => deps.clock.monotonic());
+    this.admin = new AdminGuard(deps.adminToken, () => deps.clock.monotonic());
     this.viewers = new EventStreams(STREAM_LIMITS, deps.clock, (remote, why) => deps.logger.debug({ remote, why }, 'status page viewer dropped'));
   }
 
@@ -132,7 +136,7 @@ export class StatusPage implements Component {
   }
 
   private event(text: string): void {
-    this.events.push({ at: formatIsoWithOffset(this.deps.clock.now(), this.deps.config.site.timezone), text: text.slice(0, 300) });
+    this.events.push({ at: formatIsoWithOffset(this.deps.clock.now(), this.deps.site.timeZone), text: text.slice(0, 300) });
     if (this.events.length > EVENTS_KEPT) this.events.shift();
     this.pushSoon();
   }
@@ -147,7 +151,7 @@ export class StatusPage implements Component {
   }
 
   snapshot(): Record<string, unknown> {
-    const { registry, health, config, leds, starts, broker } = this.deps;
+    const { registry, health, site, leds, starts, broker } = this.deps;
     const chairs = registry.views().map((v) => {
       const s = v.state;
       const led = chairLedPattern({ online: v.online, running: s?.running ?? false, startable: s?.startable ?? false, starting: starts.isStarting(v.deviceId) });
@@ -167,7 +171,7 @@ export class StatusPage implements Component {
     });
     const snap = health.snapshot();
     return {
-      site: config.site.id,
+      site: site.siteId,
       version: agentVersion(),
       health: snap.status,
       checks: Object.fromEntries(Object.entries(snap.checks).map(([k, c]) => [k, { ok: c.ok, detail: c.detail }])),
@@ -177,7 +181,7 @@ export class StatusPage implements Component {
       today: this.deps.today(),
       events: [...this.events].reverse(),
       admin: this.admin.configured,
-      startMinutes: { min: this.deps.config.start.minMinutes, max: this.deps.config.start.maxMinutes, default: this.deps.config.vendor.sessionMinutes },
+      startMinutes: this.deps.startMinutes,
     };
   }
 
@@ -221,7 +225,7 @@ export class StatusPage implements Component {
     }
     const asked = body.length === 0 ? {} : parseJsonBody(body);
     const minutes = asked && typeof asked === 'object' ? (asked as { minutes?: unknown }).minutes : undefined;
-    const { minMinutes, maxMinutes } = this.deps.config.start;
+    const { min: minMinutes, max: maxMinutes } = this.deps.startMinutes;
     if (minutes !== undefined && (!Number.isInteger(minutes) || (minutes as number) < minMinutes || (minutes as number) > maxMinutes)) {
       return sendJson(res, 400, { error: `minutes must be a whole number from ${minMinutes} to ${maxMinutes}` });
     }

@@ -60,7 +60,7 @@ export function bridgeApiHandlers(d: BridgeApiDeps): Record<string, RequestHandl
       for (let i = 0; i < page.length; i += 20) {
         if (!d.broker.connected) throw new RequestError('broker_disconnected', `the broker went away after ${sent + i} record(s); ask again from fromSeq ${page[i]?.seq ?? ''}`);
         await Promise.all(
-          page.slice(i, i + 20).map((rec) => d.broker.publish(d.topics.transaction(rec.deviceId), transactionPayload(rec, d.config.site.id, d.config.site.timezone), { qos: 1 })),
+          page.slice(i, i + 20).map((rec) => d.broker.publish(d.topics.transaction(rec.deviceId), transactionPayload(rec, d.site.siteId, d.site.timeZone), { qos: 1 })),
         );
       }
       sent += page.length;

@@ -1,6 +1,5 @@
 import type { Clock } from '../platform/clock.js';
 import { redactUrl } from '../config/redact.js';
-import type { Config } from '../config/schema.js';
 import type { ChairRegistry } from '../core/chair-registry.js';
 import { formatIsoWithOffset } from '../time/vendor-time.js';
 import type { Health } from './health.js';
@@ -12,8 +11,17 @@ import { agentVersion } from '../platform/version.js';
 import { errorMessage } from '../platform/errors.js';
 import type { DaySummary } from '../summary/day-tally.js';
 
+/** What the status outputs say about the site itself: a slice of the config, not the whole. */
+export interface SiteFacts {
+  siteId: string;
+  /** site.timezone: every time shown is in it. */
+  timeZone: string;
+  vendorBaseUrl: string;
+  gpioDriver: string;
+}
+
 export interface StatusSources {
-  config: Config;
+  site: SiteFacts;
   clock: Clock;
   health: Health;
   registry: ChairRegistry;
@@ -27,7 +35,7 @@ export interface StatusSources {
 }
 
 /** The backlog figures, times in ISO 8601 with the site's offset. */
-export function backlogFigures(s: Pick<StatusSources, 'outbox' | 'config'>): Record<string, unknown> {
+export function backlogFigures(s: Pick<StatusSources, 'outbox' | 'site'>): Record<string, unknown> {
   let st: OutboxStats;
   try {
     st = s.outbox.stats();
@@ -35,32 +43,32 @@ export function backlogFigures(s: Pick<StatusSources, 'outbox' | 'config'>): Rec
     // The database reports itself (health); the rest of bridge/info still goes out.
     return { error: errorMessage(err) };
   }
-  const iso = (t: number | null): string | null => (t === null ? null : formatIsoWithOffset(t, s.config.site.timezone));
+  const iso = (t: number | null): string | null => (t === null ? null : formatIsoWithOffset(t, s.site.timeZone));
   return { pending: st.pending, parked: st.parked, oldestPendingAt: iso(st.oldestPendingAt), delivered: st.delivered, lastDeliveryAt: iso(st.lastDeliveryAt) };
 }
 
 /** Refusals by topic class and the topics held now, times in the site's offset. */
-export function refusalFigures(s: Pick<StatusSources, 'refusals' | 'config'>): Record<string, unknown> {
+export function refusalFigures(s: Pick<StatusSources, 'refusals' | 'site'>): Record<string, unknown> {
   const r = s.refusals();
   return {
     total: r.total,
     byClass: r.byClass,
-    held: r.held.map((h) => ({ topic: h.topic, class: h.topicClass, reason: h.reason, refusals: h.refusals, retryAt: formatIsoWithOffset(h.retryAt, s.config.site.timezone) })),
+    held: r.held.map((h) => ({ topic: h.topic, class: h.topicClass, reason: h.reason, refusals: h.refusals, retryAt: formatIsoWithOffset(h.retryAt, s.site.timeZone) })),
   };
 }
 
 /** The bridge/info payload. */
 export function bridgeInfo(s: StatusSources): Record<string, unknown> {
-  const { config, health } = s;
-  const iso = (t: number | null): string | null => (t === null ? null : formatIsoWithOffset(t, config.site.timezone));
+  const { site, health } = s;
+  const iso = (t: number | null): string | null => (t === null ? null : formatIsoWithOffset(t, site.timeZone));
   return {
     version: agentVersion(),
-    siteId: config.site.id,
+    siteId: site.siteId,
     startedAt: iso(health.startedAt),
-    vendor: { reachable: health.get('vendor').ok, detail: health.get('vendor').detail, baseUrl: redactUrl(config.vendor.baseUrl) },
+    vendor: { reachable: health.get('vendor').ok, detail: health.get('vendor').detail, baseUrl: redactUrl(site.vendorBaseUrl) },
     broker: { url: s.broker.description, connected: s.broker.connected },
     clock: { ok: health.get('clock').ok, detail: health.get('clock').detail },
-    gpio: { driver: config.gpio.driver, ok: health.get('gpio').ok, detail: health.get('gpio').detail },
+    gpio: { driver: site.gpioDriver, ok: health.get('gpio').ok, detail: health.get('gpio').detail },
     lastPollAt: iso(health.lastPollAt),
     lastSyncAt: iso(health.lastSyncAt),
     backlog: backlogFigures(s),

@@ -37,7 +37,7 @@ function deps(n: number): { d: BridgeApiDeps; reads: number[]; release: () => vo
       await open;
     },
   };
-  const d = { outbox, broker, topics: new Topics('chair-agent', 'site'), config: { site: { id: 'site', timezone: 'Asia/Bangkok' } }, logger: silentLogger(), rootLogger: silentLogger() } as unknown as BridgeApiDeps;
+  const d = { outbox, broker, topics: new Topics('chair-agent', 'site'), site: { siteId: 'site', timeZone: 'Asia/Bangkok' }, logger: silentLogger(), rootLogger: silentLogger() } as unknown as BridgeApiDeps;
   return {
     d,
     reads,
