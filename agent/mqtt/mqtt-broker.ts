@@ -1,16 +1,15 @@
 import { EventEmitter } from 'node:events';
-import mqtt, { type IClientOptions, type IClientPublishOptions, type MqttClient } from 'mqtt';
+import type { IClientPublishOptions, MqttClient } from 'mqtt';
 import type { Clock, Timer } from '../platform/clock.js';
 import type { Logger } from '../platform/logger.js';
 import { errorMessage } from '../platform/errors.js';
 import { redactUrl } from '../config/redact.js';
 import { reconnectDelay } from '../core/backoff.js';
-import { endpointOptions, type BrokerEndpoint } from './client-options.js';
+import { connectClient, type BrokerEndpoint } from './client-options.js';
 import './lenient-acks.js';
 import { BrokerError, type Broker, type BrokerEvents, type InboundMessage, type PublishOptions, type SubscribeOptions } from './broker.js';
 
-/** The largest packet the agent accepts from the broker (MQTT 5 tells the broker; it drops bigger ones). */
-export const MAX_INCOMING_PACKET_BYTES = 256 * 1024;
+export { MAX_INCOMING_PACKET_BYTES } from './client-options.js';
 
 export interface MqttBrokerOptions extends BrokerEndpoint {
   clientId: string;
@@ -64,28 +63,7 @@ export class MqttBroker extends EventEmitter<BrokerEvents> implements Broker {
   connect(): void {
     if (this.client) return;
     const o = this.opts;
-    const options: IClientOptions = {
-      ...endpointOptions(o),
-      clientId: o.clientId,
-      clean: true,
-      keepalive: o.keepaliveSeconds,
-      reconnectPeriod: 0,
-      connectTimeout: 10_000,
-      // Retained state is republished on every connect; nothing stale is queued while offline.
-      queueQoSZero: false,
-      // mqtt.js formats debug lines on every packet unless told it has no logger.
-      log: () => undefined,
-      // Not mqtt-packet's table of 65,536 two-byte buffers for packet ids: building it costs about
-      // 15 ms at start on this machine and several MB of heap for as long as the agent runs.
-      writeCache: false,
-      // A PINGREQ every keepalive period, busy or not, rather than the ping timer cleared and set
-      // again on every PUBACK (a microsecond each while a backlog flushes). A silent broker is
-      // still noticed within 1.5 keepalive periods.
-      reschedulePings: false,
-      will: { topic: o.will.topic, payload: Buffer.from(o.will.payload), qos: 1, retain: true },
-      ...(o.protocolVersion === 5 ? { properties: { maximumPacketSize: MAX_INCOMING_PACKET_BYTES } } : {}),
-    };
-    const client = mqtt.connect(options);
+    const client = connectClient(o, { clientId: o.clientId, keepaliveSeconds: o.keepaliveSeconds, connectTimeoutMs: 10_000, will: o.will });
     this.client = client;
     this.attempted = new Promise((resolve) => {
       for (const event of ['connect', 'error', 'close', 'offline'] as const) client.once(event, () => resolve());

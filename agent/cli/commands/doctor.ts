@@ -1,7 +1,7 @@
 import { accessSync, constants, existsSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-import mqtt from 'mqtt';
-import { endpointOptions } from '../../mqtt/client-options.js';
+import type { MqttClient } from 'mqtt';
+import { connectClient } from '../../mqtt/client-options.js';
 import { buttonBias } from '../../gpio/gpio-from-config.js';
 import { vendorFromConfig } from '../../vendor/vendor-from-config.js';
 import { systemClock } from '../../platform/clock.js';
@@ -184,14 +184,13 @@ function brokerCheck(config: Config, timeoutMs: number): Promise<CheckLine[]> {
   const stateTopic = `${m.baseTopic}/${config.site.id}/bridge/state`;
   let online = false;
   return new Promise((resolve) => {
-    let options: mqtt.IClientOptions;
+    let client: MqttClient;
     try {
-      options = { ...endpointOptions(m), clientId: `chair-agent-doctor-${process.pid}`, reconnectPeriod: 0, connectTimeout: timeoutMs };
+      client = connectClient(m, { clientId: `chair-agent-doctor-${process.pid}`, connectTimeoutMs: timeoutMs });
     } catch (err) {
       resolve([{ name, ok: false, detail: `${where}: ${errorMessage(err)}`, hint: 'check mqtt.ca, mqtt.cert and mqtt.key' }]);
       return;
     }
-    const client = mqtt.connect(options);
     let done = false;
     let infoTimer: NodeJS.Timeout | undefined;
     const finish = (lines: CheckLine[]): void => {
