@@ -1,4 +1,4 @@
-import { systemClock, within, type Clock, type Timer } from './platform/clock.js';
+import { systemClock, within, type Clock } from './platform/clock.js';
 import type { Logger } from './platform/logger.js';
 import type { Config } from './config/schema.js';
 import { ChairRegistry } from './core/chair-registry.js';
@@ -8,7 +8,6 @@ import { errorMessage } from './platform/errors.js';
 import { agentVersion } from './platform/version.js';
 import { bridgeInfo, registerGauges } from './observe/agent-status.js';
 import { TodaySummary } from './summary/today.js';
-import { volatileStorage } from './store/volatile-storage.js';
 import { registerTodayMetrics } from './summary/today-metrics.js';
 import type { Component } from './platform/component.js';
 import { Poller } from './vendor/poller.js';
@@ -18,14 +17,14 @@ import { bridgeApiHandlers } from './mqtt/bridge-api.js';
 import { locationFilter } from './core/location.js';
 import { BridgeRequests } from './mqtt/bridge-requests.js';
 import { HaDiscovery } from './mqtt/ha-discovery.js';
-import { StartCorrelation } from './start/start-correlation.js';
+import { StartCorrelation, StartCorrelationFeed } from './start/start-correlation.js';
 import { StatusPage } from './http/status-page.js';
 import { TransactionSync } from './vendor/transaction-sync.js';
 import { OutboxPublisher } from './delivery/outbox-publisher.js';
 import { Retention } from './store/retention.js';
 import { LedController } from './gpio/leds.js';
 import { Buttons } from './gpio/buttons.js';
-import { Indicators, STATUS_LED, chairLedName } from './gpio/indicators.js';
+import { Indicators } from './gpio/indicators.js';
 import { HttpListener } from './http/listener.js';
 import { sendJson } from './http/body.js';
 import type { Broker } from './mqtt/broker.js';
@@ -40,10 +39,12 @@ import { VendorClock } from './time/vendor-clock.js';
 import type { GpioDriver } from './gpio/gpio-driver.js';
 import { SimGpioDriver } from './gpio/sim-driver.js';
 import { simGpioRoutes } from './gpio/sim-routes.js';
-import type { StartOutcome, StartRequest, StartService } from './start/start-service.js';
+import type { StartService } from './start/start-service.js';
 import { vendorFromConfig } from './vendor/vendor-from-config.js';
 import { brokerFromConfig } from './mqtt/broker-from-config.js';
-import { buttonBias, gpioFromConfig } from './gpio/gpio-from-config.js';
+import { buttonBias, buttonSpecs, gpioFromConfig, ledSpecs } from './gpio/gpio-from-config.js';
+import { GpioHealthCheck, GpioLines } from './gpio/gpio-lines.js';
+import { StoreComponent } from './store/store-component.js';
 import { startServiceFor } from './start/start-service-from-config.js';
 import { registryFor } from './core/registry-from-config.js';
 
@@ -174,7 +175,7 @@ export function build(config: Config, deps: AgentDeps): Agent {
   const today = new TodaySummary({ source: outbox, broker, topic: topics.summary, clock, vendorClock, timeZone: config.site.timezone, logger: child('today') });
   const site = { siteId: config.site.id, timeZone: config.site.timezone, vendorBaseUrl: config.vendor.baseUrl, gpioDriver: config.gpio.driver };
   const sources = { site, clock, health, registry, broker, outbox, inFlight: () => publisher.inFlight, refusals: () => guard.refusals(), today: () => today.summary() };
-  const bridge = new MqttBridge({ broker, topics, registry, health, clock, logger: child('bridge'), infoIntervalMs: 60_000, info: () => bridgeInfo(sources), store: outbox.state });
+  const bridge = new MqttBridge({ broker, topics, registry, health, clock, logger: child('bridge'), infoIntervalMs: 60_000, info: () => bridgeInfo(sources), store: outbox.state, backlog: outbox });
   const starts = startServiceFor(config, { vendor, registry, clock, logger, metrics });
   const startCommands = new MqttStartCommands({
     broker,
@@ -186,23 +187,7 @@ export function build(config: Config, deps: AgentDeps): Agent {
     maxMinutes: config.start.maxMinutes,
     knownChairs: () => registry.knownIds(),
   });
-  const onStarting = (deviceId: string, minutes: number, request: StartRequest): void => correlation.starting(deviceId, minutes, request);
-  // Only a start the vendor refused or never got is forgotten: a refusal by the rules (busy...) is
-  // not the remembered start, and one whose fate is unknown (not_confirmed) may have run.
-  const onStartFinished = (outcome: StartOutcome): void => {
-    if (!outcome.ok && outcome.error.startsWith('vendor_')) correlation.failed(outcome.deviceId);
-  };
-  const correlating: Component = {
-    name: 'start-correlation',
-    start: () => {
-      starts.on('starting', onStarting);
-      starts.on('finished', onStartFinished);
-    },
-    stop: () => {
-      starts.off('starting', onStarting);
-      starts.off('finished', onStartFinished);
-    },
-  };
+  const correlating = new StartCorrelationFeed(correlation, starts);
   const bridgeRequests = new BridgeRequests({
     broker,
     topics,
@@ -227,105 +212,36 @@ export function build(config: Config, deps: AgentDeps): Agent {
       ]
     : [];
 
-  // GPIO: lines are optional equipment. If they cannot be had, the agent runs on without them.
-  const ledSpecs = [
-    ...(config.gpio.statusLed === undefined ? [] : [{ name: STATUS_LED, pin: config.gpio.statusLed }]),
-    ...config.gpio.chairs.flatMap((c) => (c.led === undefined ? [] : [{ name: chairLedName(c.deviceId), pin: c.led }])),
-  ];
-  const buttonSpecs = config.gpio.chairs.flatMap((c) => (c.button === undefined ? [] : [{ deviceId: c.deviceId, pin: c.button }]));
-  let gpioReady = false;
+  const ledLines = ledSpecs(config);
+  const buttonLines = buttonSpecs(config);
   const gpioLog = child('gpio');
-  const leds = new LedController({ driver: gpio, clock, logger: gpioLog, specs: ledSpecs, ready: () => gpioReady });
+  const gpioLines = new GpioLines({ driver: gpio, health, logger: gpioLog, lineCount: ledLines.length + buttonLines.length });
+  const leds = new LedController({ driver: gpio, clock, logger: gpioLog, specs: ledLines, ready: () => gpioLines.ready });
   const buttons = new Buttons({
     driver: gpio,
-    ready: () => gpioReady,
-    specs: buttonSpecs,
+    ready: () => gpioLines.ready,
+    specs: buttonLines,
     input: { activeLow: config.gpio.activeLow, debounceMs: config.gpio.debounceMs, bias: buttonBias(config) },
-    onFailure: () => {
-      const failed = [...buttons.failed(), ...leds.failed()];
-      health.set('gpio', false, `${failed.length} line(s) cannot be used: ${failed.join('; ')}`);
-    },
+    onFailure: () => gpioCheck.lineFailed(),
     starts,
     logger: gpioLog,
     metrics,
   });
+  const gpioCheck = new GpioHealthCheck({ lines: gpioLines, driver: gpio, buttons, leds, health, counts: { buttons: buttonLines.length, leds: ledLines.length } });
   const indicators = new Indicators({ leds, registry, starts, health, chairs: config.gpio.chairs.map((c) => c.deviceId) });
   const statusPage = new StatusPage({
     ...sources,
     adminToken: config.http.adminToken,
     startMinutes: { min: config.start.minMinutes, max: config.start.maxMinutes, default: config.vendor.sessionMinutes },
-    starts, leds, indicators, logger: child('status-page'), httpRefusals: http.refusals });
+    starts,
+    leds,
+    indicators,
+    logger: child('status-page'),
+    httpRefusals: http.refusals,
+  });
   statusPage.routes(http);
-  const gpioComponent: Component = {
-    name: 'gpio',
-    async start() {
-      if (ledSpecs.length + buttonSpecs.length === 0) return;
-      try {
-        await gpio.init();
-        gpioReady = true;
-      } catch (err) {
-        health.set('gpio', false, errorMessage(err));
-        gpioLog.error({ err: errorMessage(err) }, 'GPIO unavailable; buttons and LEDs will not work, everything else does');
-      }
-    },
-    stop: () => gpio.close(),
-  };
-  const gpioCheck: Component = {
-    name: 'gpio-check',
-    start() {
-      if (!gpioReady) return;
-      const failed = [...buttons.failed(), ...leds.failed()];
-      if (failed.length > 0) health.set('gpio', false, `${failed.length} line(s) cannot be used: ${failed.join('; ')}`);
-      else health.set('gpio', true, `${buttonSpecs.length} button(s), ${ledSpecs.length} LED(s) on ${gpio.kind}`);
-    },
-    stop() {},
-  };
-
-  // The file is looked at every 30 s as well as before each write (a stat: no disk write), so a
-  // database deleted while the box is idle is recreated, its waiting records kept, and reported.
-  let fileCheck: Timer | null = null;
-  // A database the next power cut empties (tmpfs, Raspberry Pi OS's overlay) is not healthy,
-  // however well it takes writes: /healthz says so and what to change.
-  const volatile = volatileStorage(config.storage.path);
-  const databaseDetail = (detail: string): string => (volatile ? `${detail}, but volatile: ${volatile.advice}` : detail);
   const webhookCommits = new GroupCommit(outbox, 'webhook', clock, annotate);
-  const store: Component = {
-    name: 'store',
-    start: () => {
-      outbox.open();
-      health.set('database', volatile === null, databaseDetail('writable'));
-      if (volatile) storeLog.error({ fileSystem: volatile.fileSystem }, volatile.advice);
-      fileCheck = clock.setInterval(() => {
-        try {
-          outbox.database.ensureFile('checking the database file');
-        } catch {
-          // reported through the writable event
-        }
-      }, 30_000);
-    },
-    stop: async () => {
-      fileCheck?.cancel();
-      fileCheck = null;
-      await webhookCommits.drain();
-      outbox.close();
-    },
-  };
-  const storeLog = child('store');
-  outbox.database.on('writable', (ok, detail) => {
-    health.set('database', ok && volatile === null, ok ? databaseDetail(detail) : detail);
-    if (ok) storeLog.info('database writable again');
-    else storeLog.error({ err: detail }, 'database not writable; the agent keeps running and keeps what it has stored');
-  });
-  outbox.database.on('recovered', (moved) =>
-    storeLog.error({ path: config.storage.path, moved }, 'the database file was deleted or replaced while running: recreated it and moved every waiting record into it'),
-  );
-  outbox.database.on('checkpoint', (problem) => {
-    if (problem === null) storeLog.info('background checkpoints work again');
-    else storeLog.warn({ err: problem }, 'background checkpoint failed; retried after the next write');
-  });
-  // bridge/info carries the backlog: refresh it when the backlog moves (coalesced by the bridge).
-  outbox.on('inserted', () => bridge.infoSoon());
-  outbox.on('delivered', () => bridge.infoSoon());
+  const store = new StoreComponent({ outbox, commits: webhookCommits, health, clock, logger: child('store') });
 
   if (config.webhook.enabled && config.webhook.channelSecret) {
     http.route('POST', config.webhook.path, webhookHandler({ secret: config.webhook.channelSecret, commits: webhookCommits, keep: location?.record, logger: child('webhook'), metrics, refusals: http.refusals }), 'webhook');
@@ -344,7 +260,7 @@ export function build(config: Config, deps: AgentDeps): Agent {
   // finishes, the offline state is published, the database closes, the GPIO lines are released.
   // Every stop is bounded (starts 4 s, publisher 1 s, bridge 2.5 s, HTTP 1 s): all within 10 s.
   const components: Component[] = [
-    gpioComponent,
+    gpioLines,
     leds,
     store,
     today,

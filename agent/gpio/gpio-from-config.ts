@@ -6,6 +6,9 @@ import type { GpioDriver } from './gpio-driver.js';
 import { GpiodDriver } from './gpiod-driver.js';
 import { OnoffDriver } from './onoff-driver.js';
 import { SimGpioDriver } from './sim-driver.js';
+import type { ButtonSpec } from './buttons.js';
+import type { LedSpec } from './leds.js';
+import { STATUS_LED, chairLedName } from './indicators.js';
 
 /** The buttons' pull resistor: gpio.bias, else pull-up for buttons to ground (activeLow), pull-down otherwise. */
 export function buttonBias(config: Config): Bias {
@@ -23,4 +26,17 @@ export function gpioFromConfig(config: Config, clock: Clock, logger: Logger): Gp
     case 'gpiod':
       return new GpiodDriver({ logger: log, bias: buttonBias(config) });
   }
+}
+
+/** The LEDs gpio names: the status LED and each chair's. */
+export function ledSpecs(config: Config): LedSpec[] {
+  return [
+    ...(config.gpio.statusLed === undefined ? [] : [{ name: STATUS_LED, pin: config.gpio.statusLed }]),
+    ...config.gpio.chairs.flatMap((c) => (c.led === undefined ? [] : [{ name: chairLedName(c.deviceId), pin: c.led }])),
+  ];
+}
+
+/** The staff buttons gpio names, one per chair at most. */
+export function buttonSpecs(config: Config): ButtonSpec[] {
+  return config.gpio.chairs.flatMap((c) => (c.button === undefined ? [] : [{ deviceId: c.deviceId, pin: c.button }]));
 }

@@ -20,6 +20,14 @@ export interface BridgeDeps {
   infoIntervalMs: number;
   /** Where the chairs with retained topics are remembered, so a chair gone while the agent was down is cleared too. */
   store?: ChairTopicStore;
+  /** The outbox: bridge/info carries the backlog, so it is refreshed when the backlog moves (coalesced). */
+  backlog?: BacklogEvents;
+}
+
+/** The outbox's events that move the backlog. */
+export interface BacklogEvents {
+  on(event: 'inserted' | 'delivered', listener: () => void): unknown;
+  off(event: 'inserted' | 'delivered', listener: () => void): unknown;
 }
 
 export interface ChairTopicStore {
@@ -69,6 +77,7 @@ export class MqttBridge implements Component {
   };
 
   private readonly onHealth = (): void => this.infoSoon();
+  private readonly onBacklog = (): void => this.infoSoon();
 
   /** A chair is gone: empty retained messages delete its state and availability from the broker. */
   private readonly onRemoved = (deviceId: string): void => {
@@ -96,6 +105,8 @@ export class MqttBridge implements Component {
     this.retained = new Set(this.loadRetained());
     health.on('change', this.onHealth);
     health.on('synced', this.onHealth);
+    this.deps.backlog?.on('inserted', this.onBacklog);
+    this.deps.backlog?.on('delivered', this.onBacklog);
     this.infoTimer = this.deps.clock.setInterval(() => this.publishInfo(), this.deps.infoIntervalMs);
     broker.connect();
   }
@@ -111,6 +122,8 @@ export class MqttBridge implements Component {
     if (this.savePending) this.saveRetained();
     health.off('change', this.onHealth);
     health.off('synced', this.onHealth);
+    this.deps.backlog?.off('inserted', this.onBacklog);
+    this.deps.backlog?.off('delivered', this.onBacklog);
     broker.off('connect', this.onConnect);
     broker.off('close', this.onClose);
     if (broker.connected) {

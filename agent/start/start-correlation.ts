@@ -2,7 +2,8 @@ import type { Clock } from '../platform/clock.js';
 import type { VendorClock } from '../time/vendor-clock.js';
 import { formatIsoWithOffset, parseNaive } from '../time/vendor-time.js';
 import type { TransactionRecord } from '../vendor/vendor-api.js';
-import type { StartRequest } from './start-service.js';
+import type { Component } from '../platform/component.js';
+import type { StartOutcome, StartRequest, StartService } from './start-service.js';
 
 /** How long after a run's planned end its records may still arrive (the list is synced every 30 s by default). */
 export const CORRELATION_GRACE_MS = 5 * 60_000;
@@ -72,5 +73,35 @@ export class StartCorrelation {
     if (stamped === null) return null;
     const run = runs.find((r) => r.vendorAt !== null && r.vendorEnd !== null && stamped >= r.vendorAt - CLOCK_SLACK_MS && stamped <= r.vendorEnd);
     return run?.note ?? null;
+  }
+}
+
+/**
+ * Feeds the starts the start service makes into the correlation. Only a start the vendor refused
+ * or never got is forgotten: a refusal by the rules (busy...) is not the remembered start, and one
+ * whose fate is unknown (not_confirmed) may have run.
+ */
+export class StartCorrelationFeed implements Component {
+  readonly name = 'start-correlation';
+
+  constructor(
+    private readonly correlation: StartCorrelation,
+    private readonly starts: StartService,
+  ) {}
+
+  private readonly onStarting = (deviceId: string, minutes: number, request: StartRequest): void => this.correlation.starting(deviceId, minutes, request);
+
+  private readonly onFinished = (outcome: StartOutcome): void => {
+    if (!outcome.ok && outcome.error.startsWith('vendor_')) this.correlation.failed(outcome.deviceId);
+  };
+
+  start(): void {
+    this.starts.on('starting', this.onStarting);
+    this.starts.on('finished', this.onFinished);
+  }
+
+  stop(): void {
+    this.starts.off('starting', this.onStarting);
+    this.starts.off('finished', this.onFinished);
   }
 }

@@ -1,0 +1,85 @@
+import type { Clock, Timer } from '../platform/clock.js';
+import type { Component } from '../platform/component.js';
+import type { Logger } from '../platform/logger.js';
+import type { Health } from '../observe/health.js';
+import type { GroupCommit } from './group-commit.js';
+import type { Outbox } from './outbox.js';
+import { volatileStorage, type VolatileStorage } from './volatile-storage.js';
+
+/** How often the file is looked at while the box is idle (a stat: no disk write). */
+const FILE_CHECK_MS = 30_000;
+
+export interface StoreComponentDeps {
+  outbox: Outbox;
+  /** The webhook's group commit: what it holds is committed before the database closes. */
+  commits: GroupCommit;
+  health: Health;
+  clock: Clock;
+  logger: Logger;
+}
+
+/**
+ * The database as a running part of the agent: opened at start and closed last of what uses it;
+ * its state in health ("database"), including a file on storage the next power cut empties
+ * (tmpfs, Raspberry Pi OS's overlay), which is not healthy however well it takes writes; and the
+ * file looked at every 30 s as well as before each write, so a database deleted while the box is
+ * idle is recreated, its waiting records kept, and reported.
+ */
+export class StoreComponent implements Component {
+  readonly name = 'store';
+  private fileCheck: Timer | null = null;
+  private volatile: VolatileStorage | null = null;
+
+  constructor(private readonly deps: StoreComponentDeps) {}
+
+  private readonly onWritable = (ok: boolean, detail: string): void => {
+    this.deps.health.set('database', ok && this.volatile === null, ok ? this.detail(detail) : detail);
+    if (ok) this.deps.logger.info('database writable again');
+    else this.deps.logger.error({ err: detail }, 'database not writable; the agent keeps running and keeps what it has stored');
+  };
+
+  private readonly onRecovered = (moved: number): void =>
+    this.deps.logger.error(
+      { path: this.deps.outbox.path, moved },
+      'the database file was deleted or replaced while running: recreated it and moved every waiting record into it',
+    );
+
+  private readonly onCheckpoint = (problem: string | null): void => {
+    if (problem === null) this.deps.logger.info('background checkpoints work again');
+    else this.deps.logger.warn({ err: problem }, 'background checkpoint failed; retried after the next write');
+  };
+
+  private detail(detail: string): string {
+    return this.volatile ? `${detail}, but volatile: ${this.volatile.advice}` : detail;
+  }
+
+  start(): void {
+    const { outbox, health, clock, logger } = this.deps;
+    this.volatile = volatileStorage(outbox.path);
+    const db = outbox.database;
+    db.on('writable', this.onWritable);
+    db.on('recovered', this.onRecovered);
+    db.on('checkpoint', this.onCheckpoint);
+    outbox.open();
+    health.set('database', this.volatile === null, this.detail('writable'));
+    if (this.volatile) logger.error({ fileSystem: this.volatile.fileSystem }, this.volatile.advice);
+    this.fileCheck = clock.setInterval(() => {
+      try {
+        db.ensureFile('checking the database file');
+      } catch {
+        // reported through the writable event
+      }
+    }, FILE_CHECK_MS);
+  }
+
+  async stop(): Promise<void> {
+    this.fileCheck?.cancel();
+    this.fileCheck = null;
+    await this.deps.commits.drain();
+    this.deps.outbox.close();
+    const db = this.deps.outbox.database;
+    db.off('writable', this.onWritable);
+    db.off('recovered', this.onRecovered);
+    db.off('checkpoint', this.onCheckpoint);
+  }
+}
