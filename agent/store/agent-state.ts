@@ -8,7 +8,7 @@ export class AgentState {
   constructor(private readonly db: StoreDatabase) {}
 
   get(key: string): string | undefined {
-    return this.db.read('reading state', () => this.db.statement('SELECT value FROM state WHERE key = ?').pluck().get(key) as string | undefined);
+    return this.db.read('reading state', () => this.db.statement<[string], string>('SELECT value FROM state WHERE key = ?').pluck().get(key));
   }
 
   /** Writes only when the value differs; resolves once committed. */

@@ -59,7 +59,7 @@ export class StoreDatabase extends EventEmitter<DatabaseEvents> {
   private checkpointProblem: string | null = null;
   private changes = 0;
   /** Prepared read statements of the current connection, by SQL. */
-  private readonly statements = new Map<string, Database.Statement>();
+  private readonly statements = new Map<string, Database.Statement<unknown[], unknown>>();
 
   constructor(private readonly opts: DatabaseOptions) {
     super();
@@ -153,16 +153,19 @@ export class StoreDatabase extends EventEmitter<DatabaseEvents> {
     this.emit('checkpoint', problem);
   }
 
-  /** A prepared statement on the event loop's (reading) connection. */
-  statement(sql: string): Database.Statement {
+  /**
+   * A prepared statement on the event loop's (reading) connection, typed by its parameters and
+   * the row it selects (its column aliases are the row's fields; a plucked one, the column).
+   */
+  statement<P extends unknown[], R>(sql: string): Database.Statement<P, R> {
     const db = this.db;
     if (!db) throw new StoreError('STORE_FAILED', 'the database is not open');
     let s = this.statements.get(sql);
     if (!s) {
-      s = db.prepare(sql);
+      s = db.prepare<unknown[], unknown>(sql);
       this.statements.set(sql, s);
     }
-    return s;
+    return s as unknown as Database.Statement<P, R>;
   }
 
   /** Runs a read; a SQLite failure is reported (health) and thrown as a StoreError. */

@@ -16,14 +16,14 @@ export const NO_STATS: OutboxStats = Object.freeze({ pending: 0, oldestPendingAt
 export function readStats(db: StoreDatabase): OutboxStats {
   if (!db.isOpen) return NO_STATS;
   return db.read('reading the backlog', () => {
-    const rows = db.statement('SELECT name, value FROM counters').all() as { name: string; value: number }[];
+    const rows = db.statement<[], { name: string; value: number }>('SELECT name, value FROM counters').all();
     const c = new Map(rows.map((r) => [r.name, r.value]));
     const pendingOldest =
-      (db.statement('SELECT received_at FROM transactions WHERE delivered_at IS NULL AND parked_at IS NULL ORDER BY seq LIMIT 1').pluck().get() as number | undefined) ?? null;
+      db.statement<[], number>('SELECT received_at FROM transactions WHERE delivered_at IS NULL AND parked_at IS NULL ORDER BY seq LIMIT 1').pluck().get() ?? null;
     const parked = c.get('parked') ?? 0;
     const parkedOldest =
       parked > 0
-        ? ((db.statement('SELECT MIN(received_at) FROM transactions WHERE delivered_at IS NULL AND parked_at IS NOT NULL').pluck().get() as number | null) ?? null)
+        ? (db.statement<[], number | null>('SELECT MIN(received_at) FROM transactions WHERE delivered_at IS NULL AND parked_at IS NOT NULL').pluck().get() ?? null)
         : null;
     const oldest = pendingOldest === null ? parkedOldest : parkedOldest === null ? pendingOldest : Math.min(pendingOldest, parkedOldest);
     const lastDelivery = c.get('last_delivery_at') ?? 0;

@@ -34,6 +34,7 @@ const BY_TIME = `SELECT ${RECORD_COLUMNS} FROM transactions INDEXED BY transacti
 const BY_IDS = `SELECT ${RECORD_COLUMNS} FROM transactions WHERE transaction_id = ? AND status = ?`;
 const CONTAINING = `SELECT ${RECORD_COLUMNS} FROM transactions WHERE seq BETWEEN ? AND ? AND instr(record, ?) > 0 ORDER BY seq`;
 const EXISTS = 'SELECT 1 FROM transactions WHERE transaction_id = ? AND status = ?';
+type Range5 = [number, number, number, number, number];
 const MAX_SEQ = 'SELECT MAX(seq) FROM transactions';
 const ANY_TO_PRUNE = 'SELECT 1 FROM transactions WHERE delivered_at IS NOT NULL AND delivered_at < ? LIMIT 1';
 
@@ -121,7 +122,7 @@ export class Outbox extends EventEmitter<OutboxEvents> {
     // Reading first keeps a sync over known records (its overlap window) from asking for a write
     // at all. A webhook's record is almost always new: INSERT OR IGNORE is enough.
     if (source === 'webhook') return firsts;
-    const exists = this.database.statement(EXISTS).pluck();
+    const exists = this.database.statement<[string, string], 1>(EXISTS).pluck();
     return this.database.read('reading stored transactions', () => firsts.filter((i) => !exists.get(records[i]!.transactionId, records[i]!.status)));
   }
 
@@ -141,7 +142,7 @@ export class Outbox extends EventEmitter<OutboxEvents> {
   /** Deletes at most `limit` records delivered before `before`, never an undelivered one; resolves to how many. */
   async pruneDelivered(before: number, limit: number): Promise<number> {
     // Looked for first through the delivered index: an idle box's daily prune wakes no writer.
-    if (!this.database.read('reading delivered records', () => this.database.statement(ANY_TO_PRUNE).get(before))) return 0;
+    if (!this.database.read('reading delivered records', () => this.database.statement<[number], 1>(ANY_TO_PRUNE).pluck().get(before))) return 0;
     const { pruned } = await this.database.write('pruning delivered records', { op: 'prune', before, limit });
     if (pruned > 0) this.database.changed();
     return pruned;
@@ -149,7 +150,7 @@ export class Outbox extends EventEmitter<OutboxEvents> {
 
   /** Undelivered, unparked records after `afterSeq`, oldest first. */
   pending(afterSeq: number, limit: number): StoredRecord[] {
-    return this.database.read('reading waiting transactions', () => this.database.statement(PENDING).all(afterSeq, limit) as StoredRecord[]);
+    return this.database.read('reading waiting transactions', () => this.database.statement<[number, number], StoredRecord>(PENDING).all(afterSeq, limit));
   }
 
   /**
@@ -163,7 +164,7 @@ export class Outbox extends EventEmitter<OutboxEvents> {
     const to = q.to ?? Number.MAX_SAFE_INTEGER;
     const byTime = q.from !== undefined || q.to !== undefined;
     return this.database.read('reading stored transactions', () =>
-      (byTime ? this.database.statement(BY_TIME).all(from, to, fromSeq, toSeq, limit) : this.database.statement(BY_SEQ).all(fromSeq, toSeq, from, to, limit)) as StoredRecord[],
+      byTime ? this.database.statement<Range5, StoredRecord>(BY_TIME).all(from, to, fromSeq, toSeq, limit) : this.database.statement<Range5, StoredRecord>(BY_SEQ).all(fromSeq, toSeq, from, to, limit),
     );
   }
 
@@ -173,17 +174,17 @@ export class Outbox extends EventEmitter<OutboxEvents> {
    * costs a scan, not thousands of objects.
    */
   containing(text: string, fromSeq: number, toSeq: number): StoredRecord[] {
-    return this.database.read('reading stored transactions', () => this.database.statement(CONTAINING).all(fromSeq, toSeq, text) as StoredRecord[]);
+    return this.database.read('reading stored transactions', () => this.database.statement<[number, number, string], StoredRecord>(CONTAINING).all(fromSeq, toSeq, text));
   }
 
   /** The newest record's seq (0 when there is none). */
   lastSeq(): number {
-    return this.database.read('reading stored transactions', () => (this.database.statement(MAX_SEQ).pluck().get() as number | null) ?? 0);
+    return this.database.read('reading stored transactions', () => this.database.statement<[], number | null>(MAX_SEQ).pluck().get() ?? 0);
   }
 
   /** The stored record with this TransactionId and Status, delivered or not. */
   find(transactionId: string, status: string): StoredRecord | undefined {
-    return this.database.read('reading a transaction', () => this.database.statement(BY_IDS).get(transactionId, status) as StoredRecord | undefined);
+    return this.database.read('reading a transaction', () => this.database.statement<[string, string], StoredRecord>(BY_IDS).get(transactionId, status));
   }
 
   stats(): OutboxStats {

@@ -20,7 +20,7 @@ export class Parking {
 
   /** Sets a record aside; resolves to when it will be retried (null: it was delivered or parked already). */
   async park(seq: number, reason: string, now: number): Promise<number | null> {
-    const count = this.db.read('reading a record', () => (this.db.statement('SELECT park_count FROM transactions WHERE seq = ?').pluck().get(seq) as number | undefined) ?? 0);
+    const count = this.db.read('reading a record', () => this.db.statement<[number], number>('SELECT park_count FROM transactions WHERE seq = ?').pluck().get(seq) ?? 0);
     const retryAt = now + parkRetryDelayMs(count + 1);
     const { parked } = await this.db.write('parking a record', { op: 'park', seq, reason, now, retryAt });
     if (!parked) return null;
@@ -54,14 +54,14 @@ export class Parking {
   nextRetry(): number | null {
     return this.db.read(
       'reading parked records',
-      () => (this.db.statement('SELECT MIN(retry_at) FROM transactions WHERE delivered_at IS NULL AND parked_at IS NOT NULL').pluck().get() as number | null) ?? null,
+      () => this.db.statement<[], number | null>('SELECT MIN(retry_at) FROM transactions WHERE delivered_at IS NULL AND parked_at IS NOT NULL').pluck().get() ?? null,
     );
   }
 
   list(limit = 100): ParkedRecord[] {
     return this.db.read(
       'reading parked records',
-      () => this.db.statement(`SELECT ${PARKED_COLUMNS} FROM transactions WHERE delivered_at IS NULL AND parked_at IS NOT NULL ORDER BY seq LIMIT ?`).all(limit) as ParkedRecord[],
+      () => this.db.statement<[number], ParkedRecord>(`SELECT ${PARKED_COLUMNS} FROM transactions WHERE delivered_at IS NULL AND parked_at IS NOT NULL ORDER BY seq LIMIT ?`).all(limit),
     );
   }
 }

@@ -53,19 +53,20 @@ const SET_STATE = 'INSERT INTO state (key, value) VALUES (?, ?) ON CONFLICT (key
 
 /** Prepared once per connection, on first use. */
 class Statements {
-  private readonly cache = new Map<string, BetterSqlite3.Statement>();
+  private readonly cache = new Map<string, BetterSqlite3.Statement<unknown[], unknown>>();
   readonly db: Database;
   // No parameter properties here: Node strips this file's types, it does not transform it.
   constructor(db: Database) {
     this.db = db;
   }
-  get(sql: string): BetterSqlite3.Statement {
+  /** Typed by its parameters and the row it returns. */
+  get<P extends unknown[] | [object] = unknown[], R = unknown>(sql: string): BetterSqlite3.Statement<P, R> {
     let s = this.cache.get(sql);
     if (!s) {
-      s = this.db.prepare(sql);
+      s = this.db.prepare<unknown[], unknown>(sql);
       this.cache.set(sql, s);
     }
-    return s;
+    return s as unknown as BetterSqlite3.Statement<P, R>;
   }
 }
 
@@ -110,7 +111,7 @@ export class Writes {
         seqs.length = 0;
         let n = 0;
         for (const row of rows) {
-          const r = s.get(INSERT).get(row) as { seq: number } | undefined;
+          const r = s.get<[CommitRow], { seq: number }>(INSERT).get(row);
           seqs.push(r ? r.seq : null);
           if (r) n++;
         }
@@ -177,7 +178,7 @@ export class Writes {
   /** Writes only when the value differs: an idle agent leaves the SD card alone. */
   private state(key: string, value: string): boolean {
     const s = this.lazy;
-    if (s.get(GET_STATE).pluck().get(key) === value) return false;
+    if (s.get<[string], string>(GET_STATE).pluck().get(key) === value) return false;
     s.get(SET_STATE).run(key, value);
     return true;
   }
