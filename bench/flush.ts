@@ -13,7 +13,9 @@ import { startBroker, type TestBroker } from './lib/broker.js';
 import { freePort } from './lib/ports.js';
 import { vendorFields } from './lib/records.js';
 import { BENCH_DIR, sleep, spawnNode } from './lib/spawn.js';
-import { median, round } from './lib/stats.js';
+import { paired, type Paired } from './lib/paired.js';
+import { sample } from './lib/proc.js';
+import { slowFsyncEnv } from './lib/slow-fsync.js';
 
 const OUTAGE_MS = 3_000;
 const SITE = 'flush';
@@ -26,8 +28,19 @@ export interface FlushResult {
   peerMs: number[];
   /** Broker back -> the agent's bridge/state online at the subscriber. */
   reconnectMs: number[];
-  /** Agent throughput over the peer's, medians: 1.0 is as fast. */
-  ratio: number;
+  /** Agent throughput over the peer's, per round: 1.0 is as fast. */
+  ratio: Paired;
+  /** CPU time each spent from the broker's return to the last record, per round. */
+  agentCpuMs: number[];
+  peerCpuMs: number[];
+  /** Agent CPU per record over the peer's, per round: 1.0 is as frugal. */
+  cpuRatio: Paired;
+  fsyncMs: number;
+}
+
+interface Run {
+  ms: number;
+  cpuMs: number;
 }
 
 function records(n: number, run: number): TransactionRecord[] {
@@ -86,7 +99,7 @@ class Counter {
   }
 }
 
-async function agentRun(broker: TestBroker, counter: Counter, sim: Simulator, dir: string, n: number, run: number): Promise<{ ms: number; reconnect: number }> {
+async function agentRun(broker: TestBroker, counter: Counter, sim: Simulator, dir: string, n: number, run: number, env: NodeJS.ProcessEnv): Promise<Run & { reconnect: number }> {
   const db = join(dir, `agent-${run}.db`);
   const outbox = new Outbox({ path: db });
   outbox.open();
@@ -107,17 +120,20 @@ log: {level: warn}
   );
   await broker.stop();
   counter.resetOnline();
-  const agent = startAgent(config);
+  const agent = startAgent(config, env);
   await sleep(OUTAGE_MS);
+  const pid = agent.child.pid as number;
+  const cpu0 = sample(pid).cpu;
   const t0 = performance.now();
   await broker.restart();
   const [end, online] = await Promise.all([counter.all(`F${run}`, n), counter.online()]);
+  const cpuMs = (sample(pid).cpu - cpu0) * 1000;
   await agent.stop();
   rmSync(db, { force: true });
-  return { ms: end - t0, reconnect: online - t0 };
+  return { ms: end - t0, reconnect: online - t0, cpuMs };
 }
 
-async function peerRun(broker: TestBroker, counter: Counter, dir: string, n: number, run: number): Promise<number> {
+async function peerRun(broker: TestBroker, counter: Counter, dir: string, n: number, run: number): Promise<Run> {
   const topics = new Topics('peer', 'flush');
   const file = join(dir, `peer-${run}.jsonl`);
   const now = Date.now();
@@ -130,12 +146,14 @@ async function peerRun(broker: TestBroker, counter: Counter, dir: string, n: num
   await broker.stop();
   const peer = spawnNode(join(BENCH_DIR, 'peers', 'tight-publisher.js'), [broker.url, file]);
   await sleep(OUTAGE_MS);
+  const cpu0 = sample(peer.pid).cpu;
   const t0 = performance.now();
   await broker.restart();
   const end = await counter.all(`F${run}`, n);
+  const cpuMs = (sample(peer.pid).cpu - cpu0) * 1000;
   await peer.line((l) => l === 'done', 'done').catch(() => undefined);
   await peer.stop();
-  return end - t0;
+  return { ms: end - t0, cpuMs };
 }
 
 /**
@@ -144,25 +162,26 @@ async function peerRun(broker: TestBroker, counter: Counter, dir: string, n: num
  * last record at a QoS 1 subscriber. Both reconnect by themselves (the peer every 100 ms). Runs
  * alternate which goes first; a warm-up round of each is not counted.
  */
-export async function benchFlush(n: number, runs: number): Promise<FlushResult> {
+export async function benchFlush(n: number, runs: number, fsyncMs = 0, shim?: string): Promise<FlushResult> {
+  const env = shim ? slowFsyncEnv(shim, fsyncMs) : { ...process.env };
   const broker = await startBroker({ persistent: true });
   const sim = new Simulator({ apiKey: 'flush-key', chairs: 2 });
   await sim.start();
   const dir = mkdtempSync(join(tmpdir(), 'bench-flush-'));
   const counter = await Counter.connect(broker.url);
-  const agentMs: number[] = [];
-  const peerMs: number[] = [];
+  const agentRuns: Run[] = [];
+  const peerRuns: Run[] = [];
   const reconnectMs: number[] = [];
   try {
-    await agentRun(broker, counter, sim, dir, Math.min(n, 2000), 1000);
+    await agentRun(broker, counter, sim, dir, Math.min(n, 2000), 1000, env);
     await peerRun(broker, counter, dir, Math.min(n, 2000), 1001);
     for (let run = 0; run < runs; run++) {
       const agentFirst = run % 2 === 0;
-      if (!agentFirst) peerMs.push(await peerRun(broker, counter, dir, n, 2 * run + 1));
-      const a = await agentRun(broker, counter, sim, dir, n, 2 * run);
-      agentMs.push(a.ms);
+      if (!agentFirst) peerRuns.push(await peerRun(broker, counter, dir, n, 2 * run + 1));
+      const a = await agentRun(broker, counter, sim, dir, n, 2 * run, env);
+      agentRuns.push(a);
       reconnectMs.push(a.reconnect);
-      if (agentFirst) peerMs.push(await peerRun(broker, counter, dir, n, 2 * run + 1));
+      if (agentFirst) peerRuns.push(await peerRun(broker, counter, dir, n, 2 * run + 1));
     }
   } finally {
     await counter.close();
@@ -170,14 +189,24 @@ export async function benchFlush(n: number, runs: number): Promise<FlushResult> 
     await broker.stop();
     rmSync(dir, { recursive: true, force: true });
   }
+  const agentMs = agentRuns.map((r) => r.ms);
+  const peerMs = peerRuns.map((r) => r.ms);
   return {
     records: n,
     runs,
     window: 20,
+    fsyncMs,
     agentMs: agentMs.map((x) => Math.round(x)),
     peerMs: peerMs.map((x) => Math.round(x)),
     reconnectMs: reconnectMs.map((x) => Math.round(x)),
-    ratio: round(median(peerMs) / median(agentMs), 2),
+    // Throughput is records over time: the peer's time over the agent's, round by round.
+    ratio: paired(peerMs, agentMs),
+    agentCpuMs: agentRuns.map((r) => Math.round(r.cpuMs)),
+    peerCpuMs: peerRuns.map((r) => Math.round(r.cpuMs)),
+    cpuRatio: paired(
+      agentRuns.map((r) => r.cpuMs),
+      peerRuns.map((r) => r.cpuMs),
+    ),
   };
 }
 

@@ -9,6 +9,7 @@ import { Outbox } from '../agent/store/outbox.js';
 import { startAgent, writeAgentConfig } from './lib/agent-proc.js';
 import { startBroker } from './lib/broker.js';
 import { BENCH_DIR, spawnNode } from './lib/spawn.js';
+import { paired, type Paired } from './lib/paired.js';
 import { median, round } from './lib/stats.js';
 
 export interface StartupSide {
@@ -18,9 +19,10 @@ export interface StartupSide {
 
 export interface StartupResult {
   chairs: number;
-  fresh: { agent: StartupSide; bare: StartupSide; ratio: number };
-  /** The agent on a database holding `bigRows` undelivered and as many expired records. */
-  big: { rows: number; agent: StartupSide; ratio: number };
+  /** Start-up time over the bare loop's, per round (lower is better). */
+  fresh: { agent: StartupSide; bare: StartupSide; ratio: Paired };
+  /** The agent on a database holding `bigRows` undelivered and as many expired records, against bare runs of its own rounds. */
+  big: { rows: number; agent: StartupSide; bare: StartupSide; ratio: Paired };
 }
 
 /**
@@ -92,6 +94,7 @@ export async function benchStartup(runs = 7, chairs = 16, bigRows = 1_000_000): 
   const agentRuns: number[] = [];
   const bareRuns: number[] = [];
   const bigRuns: number[] = [];
+  const bigBareRuns: number[] = [];
   let site = 0;
   const agentRun = async (db: string | null): Promise<number> => {
     const id = `start${site++}`;
@@ -133,7 +136,15 @@ storage: {path: ${path}}
     const big = join(dir, 'big.db');
     bigDatabase(big, bigRows);
     await agentRun(big);
-    for (let i = 0; i < Math.min(runs, 5); i++) bigRuns.push(await agentRun(big));
+    for (let i = 0; i < Math.min(runs, 5); i++) {
+      if (i % 2 === 0) {
+        bigRuns.push(await agentRun(big));
+        bigBareRuns.push(await bareRun());
+      } else {
+        bigBareRuns.push(await bareRun());
+        bigRuns.push(await agentRun(big));
+      }
+    }
   } finally {
     await sim.close();
     await broker.stop();
@@ -142,5 +153,9 @@ storage: {path: ${path}}
   const a = side(agentRuns);
   const b = side(bareRuns);
   const g = side(bigRuns);
-  return { chairs, fresh: { agent: a, bare: b, ratio: round(a.median / b.median, 2) }, big: { rows: bigRows, agent: g, ratio: round(g.median / b.median, 2) } };
+  return {
+    chairs,
+    fresh: { agent: a, bare: b, ratio: paired(agentRuns, bareRuns) },
+    big: { rows: bigRows, agent: g, bare: side(bigBareRuns), ratio: paired(bigRuns, bigBareRuns) },
+  };
 }

@@ -20,8 +20,8 @@ export function writeAgentConfig(dir: string, body: string): string {
 }
 
 /** The built agent as a separate process, the way systemd runs it. */
-export function startAgent(configPath: string): BenchAgent {
-  const child = spawn(process.execPath, [MAIN, 'run', '--config', configPath], { stdio: ['ignore', 'pipe', 'pipe'], env: process.env });
+export function startAgent(configPath: string, env: NodeJS.ProcessEnv = process.env): BenchAgent {
+  const child = spawn(process.execPath, [MAIN, 'run', '--config', configPath], { stdio: ['ignore', 'pipe', 'pipe'], env });
   let bytes = 0;
   let text = '';
   child.stdout?.on('data', (d: Buffer) => {

@@ -14,8 +14,8 @@ export interface Proc {
 }
 
 /** A node script of bench/ (built) as its own process, its output kept. */
-export function spawnNode(script: string, args: string[]): Proc {
-  const child = spawn(process.execPath, [script, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+export function spawnNode(script: string, args: string[], env: NodeJS.ProcessEnv = process.env): Proc {
+  const child = spawn(process.execPath, [script, ...args], { stdio: ['ignore', 'pipe', 'pipe'], env });
   let out = '';
   const waiters: { pred: (l: string) => boolean; resolve: (l: string) => void }[] = [];
   let buffer = '';
