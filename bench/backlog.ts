@@ -6,36 +6,89 @@ import { Pool } from 'undici';
 import { Simulator } from '../agent/simulator/simulator.js';
 import { startAgent, writeAgentConfig } from './lib/agent-proc.js';
 import { startBroker } from './lib/broker.js';
+import { loadNow, maxOf } from './lib/paired.js';
 import { freePort } from './lib/ports.js';
-import { sleep } from './lib/spawn.js';
+import { slowFsyncEnv } from './lib/slow-fsync.js';
+import { BENCH_DIR, sleep, spawnNode } from './lib/spawn.js';
 import { percentile, round } from './lib/stats.js';
 import { bigDatabase } from './startup.js';
 
 export interface BacklogResult {
+  /** Undelivered records, and as many delivered ones past retention. */
   rows: number;
   seconds: number;
+  outageMs: number;
+  fsyncMs: number;
   probes: number;
   /** Latency of a GET /healthz sent as soon as the previous one was answered: any event-loop block shows in it. */
   p50Ms: number;
   p99Ms: number;
   maxMs: number;
-  /** Records delivered meanwhile, read from bridge/info's figures at the end. */
+  /** The empty server's longest answer in the same run: the machine's own stalls. */
+  controlMaxMs: number;
+  /** The agent's longest answer less the control's longest in the same second: the block that is the agent's. */
+  excessMs: number;
+  /** Records delivered meanwhile, from the agent's own figures. */
   deliveredPerSecond: number;
+  /** Expired records the retention prune deleted within the window. */
+  pruned: number;
+  load: number;
+}
+
+interface Probe {
+  at: number;
+  ms: number;
+}
+
+/** GET /healthz one at a time until `until` (performance.now()). */
+async function probe(pool: Pool, until: number): Promise<Probe[]> {
+  const out: Probe[] = [];
+  while (performance.now() < until) {
+    const s = performance.now();
+    const r = await pool.request({ path: '/healthz', method: 'GET' });
+    await r.body.dump();
+    out.push({ at: s, ms: performance.now() - s });
+  }
+  return out;
+}
+
+/** Per second of the run, the agent's slowest answer less the control's slowest; the largest of those. */
+function excess(agent: Probe[], control: Probe[], t0: number): number {
+  const worst = (ps: Probe[]): Map<number, number> => {
+    const m = new Map<number, number>();
+    for (const p of ps) {
+      const sec = Math.floor((p.at - t0) / 1000);
+      m.set(sec, Math.max(m.get(sec) ?? 0, p.ms));
+    }
+    return m;
+  };
+  const a = worst(agent);
+  const c = worst(control);
+  let e = 0;
+  for (const [sec, ms] of a) e = Math.max(e, ms - (c.get(sec) ?? 0));
+  return e;
 }
 
 /**
- * A site back from a long outage: 1M records waiting in the outbox, the broker up. While the
- * agent flushes them, /healthz is asked again and again, one request at a time, for `seconds`:
- * a request answered late means the event loop was blocked (a stats query, a big read, a
- * checkpoint). The goal is no block over 50 ms.
+ * A site back from a long outage with a full history: 1M records waiting and 1M delivered long
+ * ago (past retention), the broker away when the agent starts and back `outageMs` later. For
+ * `seconds` (past the first retention prune, 30 s after start) /healthz is asked again and again,
+ * one request at a time, of the agent and of an empty server (the control) at once: an answer
+ * late at the agent and not at the control is the agent's event loop blocked (a stats query, a big
+ * read, a prune, a checkpoint). The goal is no block over 50 ms, also with a slow fsync.
  */
-export async function benchBacklog(rows = 1_000_000, seconds = 20): Promise<BacklogResult> {
+export async function benchBacklog(o: { rows?: number; seconds?: number; outageMs?: number; fsyncMs?: number; shim?: string } = {}): Promise<BacklogResult> {
+  const rows = o.rows ?? 1_000_000;
+  const seconds = o.seconds ?? 45;
+  const outageMs = o.outageMs ?? 5_000;
+  const fsyncMs = o.fsyncMs ?? 0;
+  const env = o.shim ? slowFsyncEnv(o.shim, fsyncMs) : { ...process.env };
   const broker = await startBroker();
   const sim = new Simulator({ apiKey: 'backlog-key', chairs: 4 });
   await sim.start();
   const dir = mkdtempSync(join(tmpdir(), 'bench-backlog-'));
   const db = join(dir, 'agent.db');
-  bigDatabase(db, rows, false);
+  bigDatabase(db, rows, true);
   const port = await freePort();
   const config = writeAgentConfig(
     dir,
@@ -44,13 +97,17 @@ vendor: {baseUrl: "${sim.url}", apiKey: backlog-key}
 webhook: {channelSecret: backlog-secret}
 http: {host: 127.0.0.1, port: ${port}}
 mqtt: {url: "${broker.url}"}
-storage: {path: ${db}}
-log: {level: warn}
+storage: {path: ${db}, retentionDays: 30}
+log: {level: info}
 `,
   );
-  const agent = startAgent(config);
+  const controlPort = await freePort();
+  const control = spawnNode(join(BENCH_DIR, 'peers', 'empty-server.js'), [String(controlPort)]);
+  await control.line((l) => l === 'listening', 'listening');
+  await broker.stop();
+  const agent = startAgent(config, env);
   const pool = new Pool(`http://127.0.0.1:${port}`, { connections: 1 });
-  const latencies: number[] = [];
+  const controlPool = new Pool(`http://127.0.0.1:${controlPort}`, { connections: 1 });
   try {
     for (let i = 0; ; i++) {
       try {
@@ -62,33 +119,40 @@ log: {level: warn}
         await sleep(25);
       }
     }
-    const outbox = async (): Promise<number> => {
+    const pending = async (): Promise<number> => {
       const r = await pool.request({ path: '/api/status', method: 'GET' });
-      const body = (await r.body.json()) as { backlog: { delivered: number } };
-      return body.backlog.delivered;
+      const body = (await r.body.json()) as { backlog: { pending: number } };
+      return body.backlog.pending;
     };
-    const before = await outbox();
+    const pendingBefore = await pending();
     const t0 = performance.now();
-    while (performance.now() - t0 < seconds * 1000) {
-      const s = performance.now();
-      const r = await pool.request({ path: '/healthz', method: 'GET' });
-      await r.body.dump();
-      latencies.push(performance.now() - s);
-      if (process.env["BACKLOG_TRACE"] && performance.now() - s > 30) process.stderr.write(`slow probe at ${Math.round(s - t0)} ms: ${Math.round(performance.now() - s)} ms\n`);
-    }
-    const delivered = (await outbox()) - before;
+    const until = t0 + seconds * 1000;
+    const back = sleep(outageMs).then(() => broker.restart());
+    const [agentProbes, controlProbes] = await Promise.all([probe(pool, until), probe(controlPool, until)]);
+    await back;
+    const sent = pendingBefore - (await pending());
+    const latencies = agentProbes.map((p) => p.ms);
+    const prunedLine = /"pruned":(\d+)/.exec(agent.output());
     return {
       rows,
       seconds,
+      outageMs,
+      fsyncMs,
       probes: latencies.length,
       p50Ms: round(percentile(latencies, 50), 2),
       p99Ms: round(percentile(latencies, 99), 2),
-      maxMs: round(Math.max(...latencies), 1),
-      deliveredPerSecond: Math.round(delivered / ((performance.now() - t0) / 1000)),
+      maxMs: round(maxOf(latencies), 1),
+      controlMaxMs: round(maxOf(controlProbes.map((p) => p.ms)), 1),
+      excessMs: round(excess(agentProbes, controlProbes, t0), 1),
+      deliveredPerSecond: Math.round(sent / ((seconds * 1000 - outageMs) / 1000)),
+      pruned: Number(prunedLine?.[1] ?? 0),
+      load: loadNow(),
     };
   } finally {
     await pool.close();
+    await controlPool.close();
     await agent.stop();
+    await control.stop();
     await sim.close();
     await broker.stop();
     rmSync(dir, { recursive: true, force: true });
