@@ -3,7 +3,7 @@
  * docs/BENCHMARKS.md. `npm run bench -- flush ingest` runs only the named ones and prints them
  * without writing the file. BENCH_IDLE_SECONDS sets the idle window (default 120).
  */
-import { writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { benchBacklog } from './backlog.js';
@@ -285,6 +285,38 @@ ${r.profile.sessionMinutes}-minute sessions, polled every ${r.profile.pollSecond
 
 if (limitsAt >= 0) sections[limitsAt] = renderLimits();
 
+/** The figures the previous full run wrote (first table of docs/BENCHMARKS.md), by name. */
+function previousFigures(): Map<string, string> {
+  const figures = new Map<string, string>();
+  let text: string;
+  try {
+    text = readFileSync(join(ROOT, 'docs', 'BENCHMARKS.md'), 'utf8');
+  } catch {
+    return figures;
+  }
+  for (const line of text.split('\n')) {
+    if (line.startsWith('## ')) break;
+    const cells = line.split(' | ');
+    if (cells.length < 2 || !line.startsWith('| ') || line.startsWith('| figure') || line.startsWith('|---')) continue;
+    figures.set((cells[0] as string).slice(2), (cells[1] as string).replace(/ \|$/, ''));
+  }
+  return figures;
+}
+
+function withPrevious(rows: string[]): string[] {
+  const before = previousFigures();
+  return rows.map((row) => {
+    const cells = row.split(' | ');
+    const name = (cells[0] as string).slice(2);
+    const now = (cells[1] as string).replace(/ \|$/, '');
+    const then = before.get(name);
+    const goal = /\(goal /.test(name);
+    const met = (v: string): boolean => v.includes('(met)');
+    const holds = !goal || then === undefined ? '-' : met(now) && met(then) ? 'yes' : '**no**';
+    return `| ${name} | ${now} | ${then ?? '-'} | ${holds} |`;
+  });
+}
+
 if (only.length === 0) {
   const text = `# Benchmarks
 
@@ -297,9 +329,12 @@ Each benchmark starts its own Mosquitto on a free loopback port. The peers are i
 run in the same run, alternating with the agent where they take turns. Run some alone with
 \`npm run bench -- <names>\` (${NAMES.join(', ')}); that prints their figures without rewriting this file.
 
-| figure | value |
-|---|---|
-${summary.join('\n')}
+A goal is a claim only when it holds in two runs in a row: each figure is shown beside the one
+the previous \`npm run bench\` wrote here, and "holds" says whether both met the goal.
+
+| figure | this run | the run before | holds |
+|---|---|---|---|
+${withPrevious(summary).join('\n')}
 
 ${sections.join('\n')}`;
   writeFileSync(join(ROOT, 'docs', 'BENCHMARKS.md'), text);
