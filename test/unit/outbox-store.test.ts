@@ -180,3 +180,28 @@ describe('a lock held by another process', () => {
     }
   });
 });
+
+describe('the page size', () => {
+  it('makes a new database with 1 KiB pages, and keeps using one an earlier release made with 4 KiB pages', async () => {
+    const { outbox, path } = openStore();
+    await storeAll(outbox, [asRecord(vendorRecord())], 'webhook', 1);
+    outbox.close();
+    const made = new Database(path, { readonly: true });
+    expect(made.pragma('page_size', { simple: true })).toBe(1024);
+    made.close();
+
+    const oldPath = join(mkdtempSync(join(tmpdir(), 'old-pages-')), 'agent.db');
+    const old = new Database(oldPath);
+    old.pragma('page_size = 4096');
+    old.pragma('journal_mode = WAL');
+    for (const sql of MIGRATIONS) old.exec(sql);
+    old.pragma(`user_version = ${MIGRATIONS.length}`);
+    old.close();
+    const upgraded = new Outbox({ path: oldPath, worker: true });
+    upgraded.open();
+    expect(await storeAll(upgraded, [asRecord(vendorRecord()), asRecord(vendorRecord())], 'webhook', 2)).toBe(2);
+    expect(upgraded.stats().pending).toBe(2);
+    expect(upgraded.database.statement<[], number>('PRAGMA page_size').pluck().get()).toBe(4096);
+    upgraded.close();
+  });
+});
