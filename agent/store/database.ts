@@ -149,6 +149,7 @@ export class StoreDatabase extends EventEmitter<DatabaseEvents> {
       ...tuning,
       path: this.opts.path,
       maxPageCount: this.maxPageCount,
+      pageSize: db.pragma('page_size', { simple: true }) as number,
       onCheckpoint: (r) => {
         this.checkpointed(null);
         this.emit('checkpointed', r.log, r.checkpointed);

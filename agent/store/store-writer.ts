@@ -25,8 +25,8 @@ const port = parentPort as NonNullable<typeof parentPort>;
 const DatabaseCtor = createRequire(import.meta.url)(settings.sqlite) as typeof BetterSqlite3;
 const littleEndian = endianness() === 'LE';
 const header = Buffer.alloc(100);
-/** With checkpoints made here, SQLite's own inside a commit is only a backstop (16 MB). */
-const FALLBACK_CHECKPOINT_PAGES = 4000;
+/** With checkpoints made here, SQLite's own inside a commit is only a backstop: four times ours, 16 MiB at the default. */
+const FALLBACK_CHECKPOINT_PAGES = Math.max(4000, 4 * settings.minFrames);
 
 let connections: { durable: Database; lazy: Database; writes: Writes } | null = null;
 let shm: number | null = null;

@@ -19,6 +19,15 @@ function writerEntry(): string {
   throw new Error('the database writer thread (store-writer.js) is missing: npm run build');
 }
 
+/**
+ * The WAL is copied into the database file once this much of it waits: SQLite's own default
+ * (1000 pages of 4 KiB). Each checkpoint costs two fsyncs on the writer thread, where commits
+ * wait behind it, and copies the hot pages (counters, the tables' right edges) once however often
+ * they changed: with one webhook at a time on an SD card, checkpoints every 1 MiB (the old 250
+ * frames) made commits wait on them ten times as often as the peer's, and wrote more.
+ */
+const CHECKPOINT_BYTES = 4 * 1024 * 1024;
+
 export interface CheckpointResult {
   /** Frames in the WAL, and how many of them are now in the database file. */
   log: number;
@@ -26,7 +35,7 @@ export interface CheckpointResult {
 }
 
 export interface CheckpointerTuning {
-  /** Checkpoint once the WAL holds this many frames (pages) not yet in the database file. */
+  /** Checkpoint once the WAL holds this many frames (pages) not yet in the database file (default: 4 MiB of them). */
   minFrames?: number;
   /** Fewer than minFrames are checkpointed this long after the write that added them. */
   idleCheckpointMs?: number;
@@ -42,6 +51,8 @@ export interface ThreadWriterOptions extends CheckpointerTuning {
   path: string;
   /** PRAGMA max_page_count (storage.maxSizeMb); it is per connection. */
   maxPageCount?: number | undefined;
+  /** The database's page size: the default checkpoint threshold is counted in bytes. */
+  pageSize: number;
   onCheckpoint?: (result: CheckpointResult) => void;
   onCheckpointError?: (message: string) => void;
 }
@@ -71,7 +82,7 @@ export class ThreadWriter implements Writer {
       sqlite: createRequire(import.meta.url).resolve('better-sqlite3'),
       path: this.opts.path,
       maxPageCount: this.opts.maxPageCount ?? 0,
-      minFrames: this.opts.minFrames ?? 250,
+      minFrames: this.opts.minFrames ?? Math.ceil(CHECKPOINT_BYTES / this.opts.pageSize),
       idleCheckpointMs: this.opts.idleCheckpointMs ?? 30_000,
       periodMs: this.opts.periodMs ?? 100,
       idleMs: this.opts.idleMs ?? 60_000,
