@@ -89,7 +89,11 @@ export class OutboxPublisher implements Component {
   }
 
   private readonly kick = (): void => this.pump();
-  private readonly onInserted = (): void => this.pump();
+  /**
+   * New records: sent on the next turn of the loop, not inside the commit's callback, so the
+   * webhook that stored them is answered first (its 200 waits on nothing but its commit).
+   */
+  private readonly onInserted = (): void => this.pumpSoon();
   private readonly onClose = (info?: CloseInfo): void => {
     this.window.connectionLost(info?.cause ?? null);
     // The next connect reads from the oldest again.
@@ -226,6 +230,11 @@ export class OutboxPublisher implements Component {
     if (this.window.size === 0) this.drained?.();
     // mqtt.js hands over the PUBACKs of one read one per tick: refilling after each would send
     // one PUBLISH per write.
+    this.pumpSoon();
+  }
+
+  /** One fill on the next turn for everything that freed slots or arrived meanwhile. */
+  private pumpSoon(): void {
     if (this.running)
       this.refill ??= setImmediate(() => {
         this.refill = null;
