@@ -24,14 +24,11 @@ export interface StoredRecord {
 export const RECORD_COLUMNS =
   'seq, transaction_id AS transactionId, status, device_id AS deviceId, record, source, received_at AS receivedAt, record_crc AS crc, start_request AS startRequest';
 
-/** A record to store, as the outbox prepares it on the event loop (text, checksum, start request). */
-export interface CommitRow {
-  transactionId: string;
-  status: string;
-  deviceId: string;
-  record: string;
-  source: RecordSource;
-  receivedAt: number;
+/**
+ * A record to store, as the outbox prepares it on the event loop: a StoredRecord before it has a
+ * seq, whose checksum is always made and whose start request is always said (null: none).
+ */
+export interface CommitRow extends Omit<StoredRecord, 'seq' | 'crc' | 'startRequest'> {
   crc: number;
   startRequest: string | null;
 }
