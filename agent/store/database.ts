@@ -7,7 +7,7 @@ import { isSqliteError, StoreError, toStoreError, type StoreErrorCode } from './
 import { InlineWriter } from './inline-writer.js';
 import { ThreadWriter, type CheckpointerTuning } from './thread-writer.js';
 import type { Writer } from './writer.js';
-import type { ResultOf, WriteOp } from './writes.js';
+import { WATERMARK, type ResultOf, type WriteOp } from './writes.js';
 
 export interface DatabaseEvents {
   /** A write failed after succeeding, or succeeded after failing. */
@@ -261,7 +261,7 @@ export class StoreDatabase extends EventEmitter<DatabaseEvents> {
       const copyState = fresh.prepare('INSERT INTO state (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value');
       fresh
         .transaction(() => {
-          for (const row of old.prepare('SELECT * FROM transactions WHERE delivered_at IS NULL ORDER BY seq').iterate()) moved += copy.run(row as Record<string, unknown>).changes;
+          for (const row of old.prepare(`SELECT * FROM transactions WHERE seq > ${WATERMARK} AND delivered_at IS NULL ORDER BY seq`).iterate()) moved += copy.run(row as Record<string, unknown>).changes;
           for (const row of old.prepare('SELECT key, value FROM state').iterate()) {
             const r = row as { key: string; value: string };
             copyState.run(r.key, r.value);
@@ -335,8 +335,8 @@ function isEmpty(db: Database.Database): boolean {
 function recount(db: Database.Database): void {
   const set = db.prepare('UPDATE counters SET value = ? WHERE name = ?');
   const one = (sql: string): number => (db.prepare(sql).pluck().get() as number | null) ?? 0;
-  set.run(one('SELECT COUNT(*) FROM transactions WHERE delivered_at IS NULL'), 'pending');
+  set.run(one(`SELECT COUNT(*) FROM transactions WHERE seq > ${WATERMARK} AND delivered_at IS NULL`), 'pending');
   set.run(one('SELECT COUNT(*) FROM transactions WHERE delivered_at IS NULL AND parked_at IS NOT NULL'), 'parked');
-  set.run(one('SELECT COUNT(*) FROM transactions WHERE delivered_at IS NOT NULL'), 'delivered');
-  set.run(one('SELECT COALESCE(MAX(delivered_at), 0) FROM transactions'), 'last_delivery_at');
+  set.run(one(`SELECT COUNT(*) FROM transactions WHERE seq <= ${WATERMARK} OR delivered_at IS NOT NULL`), 'delivered');
+  set.run(one('SELECT max(COALESCE((SELECT MAX(delivered_at) FROM transactions), 0), COALESCE((SELECT MAX(at) FROM delivered_through), 0))'), 'last_delivery_at');
 }

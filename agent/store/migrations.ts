@@ -44,6 +44,15 @@ export const MIGRATIONS: readonly string[] = [
   // 3: the start request a record is tied to (POS correlation); records by time of receipt (resend).
   `ALTER TABLE transactions ADD COLUMN start_request TEXT;
    CREATE INDEX transactions_received ON transactions (received_at);`,
+  // 4: records delivered in order are covered by a watermark, not marked one by one: every record
+  // with seq <= delivered_through is delivered, whatever its delivered_at says (NULL for those the
+  // watermark covered). A mark rewrote each record's page and two index entries; on an SD card
+  // that was a second write of every record. Each move of the watermark is kept for retention.
+  `INSERT INTO counters (name, value) VALUES ('delivered_through', 0);
+   CREATE TABLE delivered_through (
+     at  INTEGER PRIMARY KEY,
+     seq INTEGER NOT NULL
+   );`,
 ];
 
 /** Brings the database to the latest schema; returns the version it was at. Writes nothing when current. */

@@ -1,3 +1,4 @@
+import { WATERMARK } from './writes.js';
 import type { StoreDatabase } from './database.js';
 
 export interface OutboxStats {
@@ -19,7 +20,7 @@ export function readStats(db: StoreDatabase): OutboxStats {
     const rows = db.statement<[], { name: string; value: number }>('SELECT name, value FROM counters').all();
     const c = new Map(rows.map((r) => [r.name, r.value]));
     const pendingOldest =
-      db.statement<[], number>('SELECT received_at FROM transactions WHERE delivered_at IS NULL AND parked_at IS NULL ORDER BY seq LIMIT 1').pluck().get() ?? null;
+      db.statement<[], number>(`SELECT received_at FROM transactions WHERE seq > ${WATERMARK} AND delivered_at IS NULL AND parked_at IS NULL ORDER BY seq LIMIT 1`).pluck().get() ?? null;
     const parked = c.get('parked') ?? 0;
     const parkedOldest =
       parked > 0

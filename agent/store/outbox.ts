@@ -5,6 +5,7 @@ import { AgentState } from './agent-state.js';
 import { StoreDatabase, type DatabaseOptions } from './database.js';
 import { readStats, type OutboxStats } from './outbox-stats.js';
 import { Parking } from './parking.js';
+import { WATERMARK } from './writes.js';
 import { RECORD_COLUMNS, type CommitRow, type RecordRange, type RecordSource, type StoredRecord } from './records.js';
 
 export type { OutboxStats } from './outbox-stats.js';
@@ -27,7 +28,7 @@ export type Annotate = (record: TransactionRecord) => string | null;
 
 export type OutboxOptions = DatabaseOptions;
 
-const PENDING = `SELECT ${RECORD_COLUMNS} FROM transactions WHERE delivered_at IS NULL AND parked_at IS NULL AND seq > ? ORDER BY seq LIMIT ?`;
+const PENDING = `SELECT ${RECORD_COLUMNS} FROM transactions WHERE seq > max(?, ${WATERMARK}) AND delivered_at IS NULL AND parked_at IS NULL ORDER BY seq LIMIT ?`;
 const BY_SEQ = `SELECT ${RECORD_COLUMNS} FROM transactions WHERE seq BETWEEN ? AND ? AND received_at BETWEEN ? AND ? ORDER BY seq LIMIT ?`;
 const BY_TIME = `SELECT ${RECORD_COLUMNS} FROM transactions INDEXED BY transactions_received
   WHERE received_at BETWEEN ? AND ? AND seq BETWEEN ? AND ? ORDER BY received_at, seq LIMIT ?`;
@@ -36,7 +37,9 @@ const CONTAINING = `SELECT ${RECORD_COLUMNS} FROM transactions WHERE seq BETWEEN
 const EXISTS = 'SELECT 1 FROM transactions WHERE transaction_id = ? AND status = ?';
 type Range5 = [number, number, number, number, number];
 const MAX_SEQ = 'SELECT MAX(seq) FROM transactions';
-const ANY_TO_PRUNE = 'SELECT 1 FROM transactions WHERE delivered_at IS NOT NULL AND delivered_at < ? LIMIT 1';
+// A record marked delivered before the cutoff, or a move of the watermark before it.
+const ANY_TO_PRUNE = `SELECT EXISTS (SELECT 1 FROM transactions WHERE delivered_at IS NOT NULL AND delivered_at < @before)
+  OR EXISTS (SELECT 1 FROM delivered_through WHERE at < @before)`;
 
 /**
  * The durable outbox of transaction records: every record is committed (WAL, synchronous=FULL)
@@ -142,7 +145,7 @@ export class Outbox extends EventEmitter<OutboxEvents> {
   /** Deletes at most `limit` records delivered before `before`, never an undelivered one; resolves to how many. */
   async pruneDelivered(before: number, limit: number): Promise<number> {
     // Looked for first through the delivered index: an idle box's daily prune wakes no writer.
-    if (!this.database.read('reading delivered records', () => this.database.statement<[number], 1>(ANY_TO_PRUNE).pluck().get(before))) return 0;
+    if (!this.database.read('reading delivered records', () => this.database.statement<[{ before: number }], number>(ANY_TO_PRUNE).pluck().get({ before }))) return 0;
     const { pruned } = await this.database.write('pruning delivered records', { op: 'prune', before, limit });
     if (pruned > 0) this.database.changed();
     return pruned;

@@ -38,16 +38,37 @@ export type ResultOf<K extends WriteOp['op']> = Extract<WriteResult, { op: K }>;
 
 const INSERT = `INSERT OR IGNORE INTO transactions (transaction_id, status, device_id, record, source, received_at, record_crc, start_request)
   VALUES (@transactionId, @status, @deviceId, @record, @source, @receivedAt, @crc, @startRequest) RETURNING seq`;
+// Every record with seq <= the watermark is delivered (schema 4). Records past it are waiting,
+// parked or marked delivered one by one (acknowledged out of order); no parked record is ever
+// under the watermark, so "waiting" is "past the watermark, not delivered, not parked".
+export const WATERMARK = "(SELECT value FROM counters WHERE name = 'delivered_through')";
+const GET_WATERMARK = "SELECT value FROM counters WHERE name = 'delivered_through'";
+const SET_WATERMARK = "UPDATE counters SET value = ? WHERE name = 'delivered_through'";
+/** When the watermark passed a seq: what retention needs of the records it covers. */
+const LOG_WATERMARK = `INSERT INTO delivered_through (at, seq) VALUES (?, ?)
+  ON CONFLICT (at) DO UPDATE SET seq = max(seq, excluded.seq)`;
+const WAITING_IN = 'SELECT COUNT(*) FROM transactions WHERE seq > ? AND seq <= ? AND delivered_at IS NULL AND parked_at IS NULL';
+const FIRST_PARKED_IN = `SELECT MIN(seq) FROM transactions INDEXED BY transactions_parked
+  WHERE delivered_at IS NULL AND parked_at IS NOT NULL AND seq > ? AND seq <= ?`;
+const FIRST_WAITING_PAST = `SELECT MIN(seq) FROM transactions WHERE seq > ? AND delivered_at IS NULL AND parked_at IS NULL`;
+const FIRST_PARKED = `SELECT MIN(seq) FROM transactions INDEXED BY transactions_parked WHERE delivered_at IS NULL AND parked_at IS NOT NULL`;
+const MAX_SEQ = 'SELECT MAX(seq) FROM transactions';
 const DELIVER = 'UPDATE transactions SET delivered_at = ? WHERE seq BETWEEN ? AND ? AND delivered_at IS NULL AND parked_at IS NULL';
 const COUNT = 'UPDATE counters SET value = value + ? WHERE name = ?';
 const SET_COUNTER = 'UPDATE counters SET value = ? WHERE name = ?';
 const PARK = `UPDATE transactions SET parked_at = @now, park_reason = @reason, park_count = park_count + 1, retry_at = @retryAt
-  WHERE seq = @seq AND delivered_at IS NULL AND parked_at IS NULL`;
+  WHERE seq = @seq AND seq > ${WATERMARK} AND delivered_at IS NULL AND parked_at IS NULL`;
 const MAKE_DUE = 'UPDATE transactions SET retry_at = ? WHERE delivered_at IS NULL AND parked_at IS NOT NULL';
 const UNPARK = 'UPDATE transactions SET parked_at = NULL WHERE delivered_at IS NULL AND parked_at IS NOT NULL AND retry_at <= ?';
 // Oldest delivered first, through the delivered index: a batch is a range of it, not a scan.
-const PRUNE = `DELETE FROM transactions WHERE seq IN (
+const PRUNE_MARKED = `DELETE FROM transactions WHERE seq IN (
   SELECT seq FROM transactions WHERE delivered_at IS NOT NULL AND delivered_at < ? ORDER BY delivered_at LIMIT ?)`;
+/** The highest seq the watermark had passed before the cutoff. */
+const COVERED_BEFORE = 'SELECT MAX(seq) FROM delivered_through WHERE at < ?';
+// Those the watermark covered, in seq order: the rowid's own range, no index.
+const PRUNE_COVERED = `DELETE FROM transactions WHERE seq IN (
+  SELECT seq FROM transactions WHERE seq <= ? AND delivered_at IS NULL ORDER BY seq LIMIT ?)`;
+const FORGET_COVERED = 'DELETE FROM delivered_through WHERE at < ?';
 const GET_STATE = 'SELECT value FROM state WHERE key = ?';
 const SET_STATE = 'INSERT INTO state (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value';
 
@@ -121,13 +142,37 @@ export class Writes {
     return seqs;
   }
 
+  /**
+   * In-order acknowledgements move the watermark: one counter, however many records. Only those
+   * acknowledged past a gap (a parked record, or a PUBACK that came out of order) are marked one
+   * by one, and the watermark takes them in once the gap closes.
+   */
   private deliver(ranges: [number, number][], at: number): number {
     const s = this.lazy;
     let changed = 0;
     s.db
       .transaction(() => {
         changed = 0;
-        for (const [first, last] of ranges) changed += s.get(DELIVER).run(at, first, last).changes;
+        const before = s.get<[], number>(GET_WATERMARK).pluck().get() ?? 0;
+        let mark = before;
+        for (const [first, last] of ranges) {
+          if (last <= mark) continue;
+          if (first <= mark + 1) {
+            // Up to the first parked record in the range, if any: it is not delivered.
+            const parked = s.get<[number, number], number | null>(FIRST_PARKED_IN).pluck().get(mark, last) ?? null;
+            const end = parked === null ? last : parked - 1;
+            if (end > mark) {
+              changed += s.get<[number, number], number>(WAITING_IN).pluck().get(mark, end) ?? 0;
+              mark = end;
+            }
+          }
+          if (last > mark) changed += s.get(DELIVER).run(at, Math.max(first, mark + 1), last).changes;
+        }
+        mark = this.watermarkAfter(mark);
+        if (mark !== before) {
+          s.get(SET_WATERMARK).run(mark);
+          s.get(LOG_WATERMARK).run(at, mark);
+        }
         if (changed > 0) {
           s.get(COUNT).run(-changed, 'pending');
           s.get(COUNT).run(changed, 'delivered');
@@ -136,6 +181,16 @@ export class Writes {
       })
       .immediate();
     return changed;
+  }
+
+  /** Past records marked one by one, up to the first one still waiting or parked (or the last one). */
+  private watermarkAfter(mark: number): number {
+    const s = this.lazy;
+    const waiting = s.get<[number], number | null>(FIRST_WAITING_PAST).pluck().get(mark) ?? null;
+    const parked = s.get<[], number | null>(FIRST_PARKED).pluck().get() ?? null;
+    const next = waiting === null ? parked : parked === null ? waiting : Math.min(waiting, parked);
+    const end = next === null ? (s.get<[], number | null>(MAX_SEQ).pluck().get() ?? 0) : next - 1;
+    return Math.max(mark, end);
   }
 
   private park(seq: number, reason: string, now: number, retryAt: number): boolean {
@@ -163,12 +218,21 @@ export class Writes {
     return n;
   }
 
+  /** Marked ones by their delivered_at, then those the watermark covered before the cutoff. */
   private prune(before: number, limit: number): number {
     const s = this.lazy;
     let n = 0;
     s.db
       .transaction(() => {
-        n = s.get(PRUNE).run(before, limit).changes;
+        n = s.get(PRUNE_MARKED).run(before, limit).changes;
+        const covered = n < limit ? (s.get<[number], number | null>(COVERED_BEFORE).pluck().get(before) ?? null) : null;
+        if (covered !== null) {
+          const room = limit - n;
+          const m = s.get(PRUNE_COVERED).run(covered, room).changes;
+          n += m;
+          // All of them gone: the moves before the cutoff have nothing left to say.
+          if (m < room) s.get(FORGET_COVERED).run(before);
+        }
         if (n > 0) s.get(COUNT).run(-n, 'delivered');
       })
       .immediate();
