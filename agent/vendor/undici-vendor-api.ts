@@ -1,4 +1,4 @@
-import { Agent, request, type Dispatcher } from 'undici';
+import { Agent, request, type Dispatcher } from './undici-parts.js';
 import type { Clock } from '../platform/clock.js';
 import type { Logger } from '../platform/logger.js';
 import { fullJitterDelay, parseRetryAfter } from '../core/backoff.js';
@@ -149,9 +149,8 @@ export class UndiciVendorApi implements VendorApi {
     if (stop?.aborted) onStop();
     let outcome = 'error';
     try {
-      const res = await request(url, {
+      const res = await request(this.dispatcher, url, {
         method,
-        dispatcher: this.dispatcher,
         signal: controller.signal,
         headers: {
           Apikey: this.opts.apiKey,
