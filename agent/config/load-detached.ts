@@ -1,4 +1,5 @@
 import { existsSync } from 'node:fs';
+import * as nodeModule from 'node:module';
 import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import { deepFreeze } from '../core/deep-freeze.js';
@@ -23,7 +24,10 @@ function workerEntry(): string | null {
 export async function loadConfigDetached(path: string, sources: ConfigSources): Promise<LoadedConfig> {
   const entry = workerEntry();
   if (!entry) return (await import('./load.js')).loadConfig(path, sources);
-  const worker = new Worker(entry, { workerData: { path, sources: { env: { ...sources.env }, credentialsDirectory: sources.credentialsDirectory } } });
+  const compileCacheDir = (nodeModule as { getCompileCacheDir?: () => string | undefined }).getCompileCacheDir?.();
+  const worker = new Worker(entry, {
+    workerData: { path, sources: { env: { ...sources.env }, credentialsDirectory: sources.credentialsDirectory }, compileCacheDir },
+  });
   try {
     const reply = await new Promise<{ loaded?: LoadedConfig; configError?: { code: ConfigErrorCode; problems: string[] }; error?: string }>((resolve, reject) => {
       worker.once('message', resolve);

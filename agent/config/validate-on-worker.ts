@@ -1,4 +1,5 @@
-// A worker thread's entry: loads and validates the config, posts the result, ends.
+// The config worker's work (config-worker.ts is its entry): loads and validates the config,
+// posts the result, ends.
 import { parentPort, workerData } from 'node:worker_threads';
 import { errorMessage } from '../platform/errors.js';
 import { ConfigError, loadConfig, type ConfigSources } from './load.js';
