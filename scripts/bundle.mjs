@@ -31,7 +31,12 @@ await build({
   allowOverwrite: true,
   logLevel: 'warning',
   // mqtt-packet's debug() calls, several per packet, cost allocations even when off (scripts/debug-off.cjs).
-  alias: { debug: join(root, 'scripts', 'debug-off.cjs') },
+  alias: {
+    debug: join(root, 'scripts', 'debug-off.cjs'),
+    // mqtt.js's WebSocket and SOCKS transports (scripts/mqtt-transport-absent.cjs).
+    ws: join(root, 'scripts', 'mqtt-transport-absent.cjs'),
+    socks: join(root, 'scripts', 'mqtt-transport-absent.cjs'),
+  },
   // Native addons (prebuilt per architecture), optional drivers and dev-only modules.
   external: ['better-sqlite3', 'onoff', 'epoll', 'pino-pretty', 'aedes'],
   // Bundled CommonJS modules call require() for Node's built-ins.
