@@ -75,12 +75,14 @@ export function webhookHandler(deps: WebhookDeps): (req: IncomingMessage, res: S
     }
     try {
       const isNew = await deps.commits.add(parsed);
+      // Answered first: the vendor waits on the commit, not on the journal.
+      answer(res, 200, {});
       if (isNew) {
         deps.logger.info({ transactionId: parsed.transactionId, status: parsed.status, deviceId: parsed.deviceId }, 'transaction received by webhook');
       } else {
         deps.logger.debug({ transactionId: parsed.transactionId, status: parsed.status }, 'webhook repeated a known transaction');
       }
-      return answer(res, 200, {});
+      return;
     } catch (err) {
       if (!(err instanceof StoreError)) throw err;
       deps.logger.error({ code: err.code, err: errorMessage(err), transactionId: parsed.transactionId }, 'cannot store a webhook transaction; answered 503 so the vendor retries');
