@@ -1,13 +1,20 @@
 import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
-import { expect, it } from 'vitest';
+import { expect, it, onTestFinished } from 'vitest';
 import { ROOT } from '../helpers/cli.js';
 import { describeWith } from '../helpers/tools.js';
 
 const INSTALL = join(ROOT, 'scripts', 'install.sh');
+
+/** A staging root or a copy of the checkout (hundreds of MB with the runtime), gone after the test. */
+function scratch(prefix: string): string {
+  const dir = mkdtempSync(join(tmpdir(), prefix));
+  onTestFinished(() => rmSync(dir, { recursive: true, force: true }));
+  return dir;
+}
 
 function install(stage: string, args: string[] = [], env: Record<string, string> = {}, script = INSTALL): { code: number | null; out: string } {
   const r = spawnSync('bash', [script, '--root', stage, ...args], { encoding: 'utf8', env: { PATH: process.env['PATH'], HOME: process.env['HOME'], ...env } });
@@ -46,7 +53,7 @@ const owner = (path: string): string => {
 
 describeWith('root', 'scripts/install.sh into a staging root', () => {
   it('installs the unit, the code, a config and credentials with the right owners and modes; twice gives the same result', () => {
-    const stage = mkdtempSync(join(tmpdir(), 'stage-'));
+    const stage = scratch('stage-');
     const env = { CHAIR_AGENT_VENDOR_API_KEY: 'vendor-key-from-env' };
     const first = install(stage, [], env);
     expect(first.code, first.out).toBe(0);
@@ -90,7 +97,7 @@ describeWith('root', 'scripts/install.sh into a staging root', () => {
   });
 
   it('keeps an edited config and existing credentials on an upgrade', () => {
-    const stage = mkdtempSync(join(tmpdir(), 'stage-'));
+    const stage = scratch('stage-');
     expect(install(stage, [], { CHAIR_AGENT_WEBHOOK_SECRET: 'first-secret' }).code).toBe(0);
     writeFileSync(join(stage, 'etc/chair-agent/config.yaml'), 'site: {id: edited}\n');
     expect(install(stage).code).toBe(0);
@@ -100,7 +107,7 @@ describeWith('root', 'scripts/install.sh into a staging root', () => {
 
   it('refuses to install when a native module does not load under the pinned runtime and the config needs it', () => {
     // A copy of the checkout whose epoll (onoff's addon) was built for another Node.
-    const copy = mkdtempSync(join(tmpdir(), 'src-'));
+    const copy = scratch('src-');
     const cp = spawnSync('cp', ['-al', join(ROOT, 'node_modules'), join(copy, 'node_modules')]);
     expect(cp.status).toBe(0);
     for (const d of ['dist', 'config', 'systemd', 'scripts']) expect(spawnSync('cp', ['-a', join(ROOT, d), copy]).status).toBe(0);
@@ -108,7 +115,7 @@ describeWith('root', 'scripts/install.sh into a staging root', () => {
     const epoll = join(copy, 'node_modules/epoll/build/Release/epoll.node');
     expect(spawnSync('rm', ['-f', epoll]).status).toBe(0);
     writeFileSync(epoll, 'not a shared object');
-    const stage = mkdtempSync(join(tmpdir(), 'stage-'));
+    const stage = scratch('stage-');
     mkdirSync(join(stage, 'etc/chair-agent'), { recursive: true });
     writeFileSync(join(stage, 'etc/chair-agent/config.yaml'), 'site: {id: x}\ngpio: {driver: onoff}\n');
     const r = install(stage, ['--no-start'], {}, join(copy, 'scripts/install.sh'));
@@ -123,7 +130,7 @@ describeWith('root', 'scripts/install.sh into a staging root', () => {
   });
 
   it('uninstall removes the service and the code and keeps config and data; purge removes everything', () => {
-    const stage = mkdtempSync(join(tmpdir(), 'stage-'));
+    const stage = scratch('stage-');
     expect(install(stage).code).toBe(0);
     writeFileSync(join(stage, 'var/lib/chair-agent/agent.db'), 'data');
     const un = install(stage, ['--uninstall']);
