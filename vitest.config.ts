@@ -3,6 +3,8 @@ import { defineConfig } from 'vitest/config';
 export default defineConfig({
   test: {
     include: ['test/**/*.test.ts'],
+    // One scratch root per run, removed at its end: see the file.
+    globalSetup: ['test/helpers/scratch-root.ts'],
     setupFiles: ['test/helpers/setup.ts'],
     testTimeout: 60_000,
     hookTimeout: 60_000,
