@@ -8,6 +8,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { benchBacklog } from './backlog.js';
 import { benchFlush, type FlushResult } from './flush.js';
+import { benchHandoff } from './handoff.js';
 import { benchIdleFootprint, type Footprint, type IdleResult } from './idle-footprint.js';
 import { benchIngest } from './ingest.js';
 import { machineDescription } from './lib/machine.js';
@@ -156,6 +157,10 @@ if (want('ingest')) {
     if (c.fsyncMs > 0 && c.concurrency === 1) summary.push(`| One webhook at a time with a ${c.fsyncMs} ms fsync vs the peer (goal >= 1.0) | **${describePaired(r.ratio)}** (${ok(r.ratio.median, 1.0, false)}) |`);
     if (c.fsyncMs === 0 && c.concurrency === 1) summary.push(`| Bytes written per record, one webhook at a time, vs the peer (goal <= 1.0) | **${r.bytesRatio}** (${ok(r.bytesRatio, 1.0, true)}): ${r.agent.bytesPerRecord} vs ${r.peer.bytesPerRecord} bytes |`);
   }
+  log('hand-off to a worker thread and back, against the same wait on the main thread ...');
+  const handoff = await benchHandoff();
+  log(JSON.stringify(handoff));
+  const handoffRows = handoff.map((h) => `| ${h.workMs} ms | **${h.medianMs} ms** (${h.minMs}–${h.maxMs}, ${h.extraMs.length} rounds, load ${h.load}) |`);
   sections.push(`## Webhook ingest
 
 What: distinct signed records from N concurrent keep-alive clients, runs alternating which goes first,
@@ -170,6 +175,17 @@ ratio is the agent's rate over the peer's in the same round: median (min-max, ro
 | fsync added | clients | ratio | agent p50 / p99 | peer p50 / p99 | bytes per record, agent vs peer | per second, agent vs peer |
 |---|---|---|---|---|---|---|
 ${rows.join('\n')}
+
+A webhook that arrives alone pays for its commit running on the writer thread: the commit is
+handed to that thread and the answer handed back, and each hand-off wakes a thread that has been
+asleep (docs/ARCHITECTURE.md). What that costs on this machine (\`bench/handoff.ts\`): a message to
+a worker thread that waits as long as the fsync would and answers, less the same wait made on the
+main thread, as the peer makes its fsync. Median of per-round differences of medians (min-max,
+rounds, load).
+
+| work (the fsync) | round trip through the thread, beyond the same wait inline |
+|---|---|
+${handoffRows.join('\n')}
 `);
 }
 
