@@ -11,6 +11,7 @@ import { benchFlush, type FlushResult } from './flush.js';
 import { benchHandoff } from './handoff.js';
 import { benchIdleFootprint, type Footprint, type IdleResult } from './idle-footprint.js';
 import { benchIngest } from './ingest.js';
+import { killLeftovers } from './lib/children.js';
 import { machineDescription } from './lib/machine.js';
 import { describePaired, loadNow } from './lib/paired.js';
 import { slowFsyncShim } from './lib/slow-fsync.js';
@@ -20,6 +21,8 @@ import { benchPressLatency } from './press-latency.js';
 import { benchSiteTraffic } from './site-traffic.js';
 import { benchLibraries } from './library-costs.js';
 import { benchStartup } from './startup.js';
+
+process.on('exit', killLeftovers);
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const NAMES = ['limits', 'flush', 'backlog', 'ingest', 'startup', 'idle', 'press', 'traffic', 'libraries'] as const;

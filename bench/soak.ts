@@ -17,8 +17,11 @@ import { endpointOptions } from '../agent/mqtt/client-options.js';
 import { Simulator } from '../agent/simulator/simulator.js';
 import { startAgent, writeAgentConfig } from './lib/agent-proc.js';
 import { startBroker } from './lib/broker.js';
+import { killLeftovers } from './lib/children.js';
 import { freePort, waitForPort } from './lib/ports.js';
 import { sleep } from './lib/spawn.js';
+
+process.on('exit', killLeftovers);
 
 const MEMORY_MAX_MIB = 300;
 const KEY = 'soak-api-key-0001';

@@ -2,6 +2,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { tracked } from './children.js';
 
 export const MAIN = process.env['BENCH_AGENT_MAIN'] ?? join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'agent', 'main.js');
 
@@ -21,7 +22,7 @@ export function writeAgentConfig(dir: string, body: string): string {
 
 /** The built agent as a separate process, the way systemd runs it. */
 export function startAgent(configPath: string, env: NodeJS.ProcessEnv = process.env): BenchAgent {
-  const child = spawn(process.execPath, [MAIN, 'run', '--config', configPath], { stdio: ['ignore', 'pipe', 'pipe'], env });
+  const child = tracked(spawn(process.execPath, [MAIN, 'run', '--config', configPath], { stdio: ['ignore', 'pipe', 'pipe'], env }));
   let bytes = 0;
   let text = '';
   child.stdout?.on('data', (d: Buffer) => {

@@ -1,6 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { tracked } from './children.js';
 
 export const BENCH_DIR = join(dirname(fileURLToPath(import.meta.url)), '..');
 
@@ -15,7 +16,7 @@ export interface Proc {
 
 /** A node script of bench/ (built) as its own process, its output kept. */
 export function spawnNode(script: string, args: string[], env: NodeJS.ProcessEnv = process.env): Proc {
-  const child = spawn(process.execPath, [script, ...args], { stdio: ['ignore', 'pipe', 'pipe'], env });
+  const child = tracked(spawn(process.execPath, [script, ...args], { stdio: ['ignore', 'pipe', 'pipe'], env }));
   let out = '';
   const waiters: { pred: (l: string) => boolean; resolve: (l: string) => void }[] = [];
   let buffer = '';
