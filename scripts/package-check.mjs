@@ -97,7 +97,14 @@ async function mosquitto() {
   if (!bin) throw new CheckFailed('mosquitto is not installed (apt install mosquitto)');
   const d = daemon(bin, ['-c', join(dir, 'm.conf')]);
   await waitFor(() => portOpen(port), 'mosquitto');
-  return { port, url: `mqtt://127.0.0.1:${port}`, stop: () => d.child.kill('SIGTERM') };
+  return {
+    port,
+    url: `mqtt://127.0.0.1:${port}`,
+    stop: () => {
+      d.child.kill('SIGTERM');
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
 }
 
 async function simulator(webhookPort) {

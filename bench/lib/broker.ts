@@ -1,5 +1,5 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { chmodSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type Server, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -20,11 +20,18 @@ export interface TestBroker {
 
 /** Mosquittos this process started and has not stopped yet. */
 const running = new Set<ChildProcess>();
+/** Their directories (config, persistence): kept across a stop and restart, removed with the leftovers. */
+const dirs = new Set<string>();
 
-/** Kills every Mosquitto this process started and left running (a test that failed half-way). */
+/**
+ * Kills every Mosquitto this process started and left running (a test that failed half-way),
+ * and removes the directories of all it started.
+ */
 export function killLeftoverBrokers(): void {
   for (const c of running) c.kill('SIGKILL');
   running.clear();
+  for (const dir of dirs) rmSync(dir, { recursive: true, force: true });
+  dirs.clear();
 }
 
 export function mosquittoPath(): string | null {
@@ -58,6 +65,7 @@ export async function startBroker(options: BrokerOptions = {}): Promise<TestBrok
 
 async function startMosquitto(bin: string, port: number, options: BrokerOptions): Promise<TestBroker> {
   const dir = mkdtempSync(join(tmpdir(), 'mosq-'));
+  dirs.add(dir);
   chmodSync(dir, 0o777); // Mosquitto started as root writes its persistence file as the mosquitto user
   const conf = join(dir, 'mosquitto.conf');
   writeFileSync(
