@@ -1,4 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
+import { tracked } from '../../bench/lib/children.js';
 import { MAIN } from './cli.js';
 
 export interface LogLine {
@@ -7,21 +8,12 @@ export interface LogLine {
   [k: string]: unknown;
 }
 
-/** Agents still running; a test that fails half-way must not leave daemons behind. */
-const live = new Set<ChildProcess>();
-
-/** Registers a process a test spawned itself, so it is killed if the test fails before it. */
-export function track<T extends ChildProcess>(child: T): T {
-  live.add(child);
-  child.once('exit', () => live.delete(child));
-  return child;
-}
-
-/** Kills every agent a test started and did not stop (test/helpers/setup.ts runs it after each file). */
-export function killLeftoverAgents(): void {
-  for (const child of live) child.kill('SIGKILL');
-  live.clear();
-}
+/**
+ * Registers a process a test spawned itself, so it is killed if the test fails before it
+ * (test/helpers/setup.ts kills the leftovers after each file). The bench's registry: one list of
+ * what must not outlive its starter, agents, peers and brokers alike.
+ */
+export const track = tracked;
 
 /** The built agent as a child process, its JSON log lines parsed as they come. */
 export class AgentProcess {
@@ -35,13 +27,8 @@ export class AgentProcess {
   private constructor(readonly child: ChildProcess) {
     child.stdout?.on('data', (d: Buffer) => this.onData(d.toString()));
     child.stderr?.on('data', (d: Buffer) => (this.stderr += d.toString()));
-    live.add(child);
-    this.exited = new Promise((resolve) =>
-      child.once('exit', (code) => {
-        live.delete(child);
-        resolve(code);
-      }),
-    );
+    tracked(child);
+    this.exited = new Promise((resolve) => child.once('exit', (code) => resolve(code)));
   }
 
   static start(args: string[], env: Record<string, string | undefined> = {}): AgentProcess {
