@@ -537,12 +537,18 @@ async function checkRepo() {
 /** lintian on both packages: clean apart from the overrides the package carries, each with its reason. */
 function checkLintian() {
   if (sh('sh', ['-c', 'command -v lintian']).code !== 0) throw new CheckFailed('lintian is missing (apt install lintian)');
-  for (const arch of ['amd64', 'arm64']) {
-    const deb = join(PKG, `chair-agent_${VERSION}_${arch}.deb`);
-    if (!existsSync(deb)) continue;
-    const r = sh('lintian', ['--tag-display-limit', '0', '--fail-on', 'error,warning', deb]);
-    const hints = r.stdout.split('\n').filter((l) => /^[EW]: /.test(l));
-    expect(r.code === 0 && hints.length === 0, `lintian: the ${arch} package has no error or warning beyond its reasoned overrides`, hints.join('\n'));
+  // lintian leaves its MLDBM cache files (mldbm-elf-*) in TMPDIR: a directory of its own, removed after.
+  const tmp = mkdtempSync(join(tmpdir(), 'pkgcheck-lintian-'));
+  try {
+    for (const arch of ['amd64', 'arm64']) {
+      const deb = join(PKG, `chair-agent_${VERSION}_${arch}.deb`);
+      if (!existsSync(deb)) continue;
+      const r = sh('lintian', ['--tag-display-limit', '0', '--fail-on', 'error,warning', deb], { env: { ...process.env, TMPDIR: tmp } });
+      const hints = r.stdout.split('\n').filter((l) => /^[EW]: /.test(l));
+      expect(r.code === 0 && hints.length === 0, `lintian: the ${arch} package has no error or warning beyond its reasoned overrides`, hints.join('\n'));
+    }
+  } finally {
+    rmSync(tmp, { recursive: true, force: true });
   }
 }
 
