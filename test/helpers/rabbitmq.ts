@@ -64,8 +64,10 @@ export class TestRabbit {
     for (const s of [proc.stdout, proc.stderr]) s?.on('data', (d: Buffer) => log.push(...d.toString().split('\n').filter(Boolean)));
     const rabbit = new TestRabbit(port, env, node, proc, log);
     try {
-      // Erlang boots in seconds; the MQTT listener opens last.
+      // Erlang boots in seconds; the MQTT listener opens near the end, but the node reports the
+      // rabbit app as running only once its boot has finished, and rabbitmqctl refuses until then.
       await waitForPort(port, 60_000);
+      rabbit.ctl('await_startup', '--timeout', '60');
     } catch (err) {
       await rabbit.stop();
       throw new Error(`${String(err)}\nrabbitmq said:\n${log.slice(-20).join('\n')}`);
