@@ -14,7 +14,7 @@ import { freePort } from './lib/ports.js';
 import { vendorFields } from './lib/records.js';
 import { BENCH_DIR, sleep, spawnNode } from './lib/spawn.js';
 import { paired, type Paired } from './lib/paired.js';
-import { sample } from './lib/proc.js';
+import { cpuMsBetween, cpuSnapshot } from './lib/proc.js';
 import { slowFsyncEnv } from './lib/slow-fsync.js';
 
 const OUTAGE_MS = 3_000;
@@ -123,11 +123,11 @@ log: {level: warn}
   const agent = startAgent(config, env);
   await sleep(OUTAGE_MS);
   const pid = agent.child.pid as number;
-  const cpu0 = sample(pid).cpu;
+  const cpu0 = cpuSnapshot(pid);
   const t0 = performance.now();
   await broker.restart();
   const [end, online] = await Promise.all([counter.all(`F${run}`, n), counter.online()]);
-  const cpuMs = (sample(pid).cpu - cpu0) * 1000;
+  const cpuMs = cpuMsBetween(cpu0, cpuSnapshot(pid));
   await agent.stop();
   rmSync(db, { force: true });
   return { ms: end - t0, reconnect: online - t0, cpuMs };
@@ -146,11 +146,11 @@ async function peerRun(broker: TestBroker, counter: Counter, dir: string, n: num
   await broker.stop();
   const peer = spawnNode(join(BENCH_DIR, 'peers', 'tight-publisher.js'), [broker.url, file]);
   await sleep(OUTAGE_MS);
-  const cpu0 = sample(peer.pid).cpu;
+  const cpu0 = cpuSnapshot(peer.pid);
   const t0 = performance.now();
   await broker.restart();
   const end = await counter.all(`F${run}`, n);
-  const cpuMs = (sample(peer.pid).cpu - cpu0) * 1000;
+  const cpuMs = cpuMsBetween(cpu0, cpuSnapshot(peer.pid));
   await peer.line((l) => l === 'done', 'done').catch(() => undefined);
   await peer.stop();
   return { ms: end - t0, cpuMs };

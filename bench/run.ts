@@ -93,8 +93,9 @@ persistent QoS 1 subscriber (a real client, counting). Both reconnect by themsel
 \`bench/peers/tight-publisher.ts\`: mqtt.js, QoS 1, a bounded window of the broker's Receive
 Maximum, nothing else. Rounds alternate which goes first. Ratio = the agent's throughput over the
 peer's in the same round; CPU = the agent's CPU time over the peer's for the same records (both
-from /proc, from the broker's return to the last record). The SD-card rows preload the fsync-delay
-shim into the agent (the peer has no disk).
+from the broker's return to the last record, each thread's nanoseconds from /proc/PID/task/*/schedstat
+summed: a 10,000-record flush is about 250 ms of CPU, which /proc's 10 ms ticks would blur by up
+to 4%). The SD-card rows preload the fsync-delay shim into the agent (the peer has no disk).
 
 | records | fsync added | tight publisher | agent | ratio | CPU ratio | agent reconnect p50 | runs, peer / agent (ms) |
 |---|---|---|---|---|---|---|---|
