@@ -1,6 +1,17 @@
 import type { Outbox, StoredRecord } from '../store/outbox.js';
 
 /**
+ * Waiting records read from the outbox at a time: a few windows' worth, not a flush's worth. A
+ * batch is read at once and handed out at the flush's pace, and its rows live until then: 500 of
+ * them took about 18 ms to hand out, long enough for V8's young-generation collections to find
+ * most of them alive and move them to the old generation (about 5 MB in a 10,000-record flush,
+ * then one or two full collections). 50 are handed out in under 2 ms.
+ */
+const READ_BATCH = 50;
+/** Records taken as they are committed that the cursor holds before it reads them back instead. */
+const HOLD = 500;
+
+/**
  * A cursor over the outbox's waiting records, oldest first, read in batches rather than per
  * record. New records as committed are appended when the cursor has caught up, so a record that
  * arrives while the broker is there is never read back. Bounded: while the broker is away the
@@ -24,7 +35,8 @@ export class ReadAhead {
     private readonly outbox: Outbox,
     /** Records in flight or acknowledged: a record stored again under them is not a reason to rescan. */
     private readonly handled: (seq: number) => boolean,
-    private readonly batch = 500,
+    private readonly batch = READ_BATCH,
+    private readonly hold = HOLD,
   ) {}
 
   /** The next waiting record, or undefined when none is left. Throws the outbox's StoreError. */
@@ -62,7 +74,7 @@ export class ReadAhead {
       return;
     }
     if (!this.atEnd) return;
-    if (this.queue.length - this.at + records.length > this.batch) {
+    if (this.queue.length - this.at + records.length > this.hold) {
       this.atEnd = false;
       return;
     }
