@@ -1,5 +1,6 @@
 import type { Clock, Timer } from '../platform/clock.js';
 import type { Broker } from '../mqtt/broker.js';
+import { IntMap } from '../platform/int-map.js';
 import type { StoredRecord } from '../store/records.js';
 
 const QOS1 = { qos: 1 } as const;
@@ -24,6 +25,12 @@ export interface InFlightWindowOptions {
   onFreed: () => void;
 }
 
+/** A record in flight, and when it was sent (monotonic; null once its connection has gone). */
+interface Sent {
+  rec: StoredRecord;
+  at: number | null;
+}
+
 /**
  * The records handed to the broker and not yet acknowledged: how many may be (the broker's
  * Receive Maximum at most; one at a time while a record is suspected of breaking the connection),
@@ -31,9 +38,9 @@ export interface InFlightWindowOptions {
  * flight when a connection dropped.
  */
 export class InFlightWindow {
-  private readonly records = new Map<number, StoredRecord>();
-  /** When each record in flight was sent (monotonic), and when the last acknowledged one was. */
-  private readonly sentAt = new Map<number, number>();
+  /** By seq. Not a Map: a flush puts and takes thousands a second (see IntMap). */
+  private readonly records = new IntMap<Sent>();
+  /** When the last acknowledged record was sent (monotonic). */
   private lastAckAt = -Infinity;
   private ackCheck: Timer | null = null;
   /** Records given up as dropped by the broker while mqtt.js still waits for them. */
@@ -74,8 +81,7 @@ export class InFlightWindow {
   }
 
   send(rec: StoredRecord, topic: string, payload: string): void {
-    this.records.set(rec.seq, rec);
-    this.sentAt.set(rec.seq, this.opts.clock.monotonic());
+    this.records.set(rec.seq, { rec, at: this.opts.clock.monotonic() });
     this.armAckCheck();
     this.opts.broker.send(topic, payload, QOS1, (err) => {
       if (!err) this.acked(rec.seq);
@@ -86,9 +92,8 @@ export class InFlightWindow {
 
   private acked(seq: number): void {
     if (this.abandoned.delete(seq)) return; // parked already; its retry sends it again
+    this.lastAckAt = this.records.get(seq)?.at ?? this.lastAckAt;
     this.records.delete(seq);
-    this.lastAckAt = this.sentAt.get(seq) ?? this.lastAckAt;
-    this.sentAt.delete(seq);
     this.suspects.delete(seq);
     this.opts.onAck(seq);
   }
@@ -96,7 +101,6 @@ export class InFlightWindow {
   private failed(rec: StoredRecord, err: unknown): void {
     if (this.abandoned.delete(rec.seq)) return;
     this.records.delete(rec.seq);
-    this.sentAt.delete(rec.seq);
     this.opts.onFail(rec, err);
   }
 
@@ -117,12 +121,11 @@ export class InFlightWindow {
    * a refusal): no record is blamed for it. Their rejections (disconnected) follow.
    */
   connectionLost(cause: string | null): void {
-    const alone = this.records.size === 1 && cause === null ? (this.records.keys().next().value as number) : null;
-    for (const seq of this.records.keys()) {
-      const strikes = (this.suspects.get(seq) ?? 0) + (seq === alone ? 1 : 0);
-      this.suspects.set(seq, strikes);
-    }
-    this.sentAt.clear();
+    const alone = this.records.size === 1 && cause === null;
+    this.records.forEach((sent, seq) => {
+      this.suspects.set(seq, (this.suspects.get(seq) ?? 0) + (alone ? 1 : 0));
+      sent.at = null;
+    });
     this.lastAckAt = -Infinity;
   }
 
@@ -133,17 +136,22 @@ export class InFlightWindow {
     this.ackCheck = this.opts.clock.setTimeout(() => {
       this.ackCheck = null;
       const now = this.opts.clock.monotonic();
-      for (const [seq, at] of [...this.sentAt]) {
+      const dropped: StoredRecord[] = [];
+      let timed = 0;
+      this.records.forEach(({ rec, at }) => {
+        if (at === null) return;
         // Sent before the last acknowledged record, and long enough ago: the broker dropped it.
-        if (at < this.lastAckAt && now - at >= timeout) {
-          const rec = this.records.get(seq);
-          this.records.delete(seq);
-          this.sentAt.delete(seq);
-          this.abandoned.add(seq);
-          if (rec) this.opts.onDropped(rec);
-        }
+        if (at < this.lastAckAt && now - at >= timeout) dropped.push(rec);
+        else timed++;
+      });
+      // Parked in the order they were stored, as they were sent.
+      dropped.sort((a, b) => a.seq - b.seq);
+      for (const rec of dropped) {
+        this.records.delete(rec.seq);
+        this.abandoned.add(rec.seq);
+        this.opts.onDropped(rec);
       }
-      if (this.sentAt.size > 0) this.armAckCheck();
+      if (timed > 0) this.armAckCheck();
       this.opts.onFreed();
     }, Math.max(100, timeout / 2));
   }
