@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import mqtt, { type IClientOptions, type MqttClient } from 'mqtt';
+import { PacketStore } from './packet-store.js';
 
 /** How to reach the broker: what the agent and `doctor` share, so doctor tests what the agent does. */
 export interface BrokerEndpoint {
@@ -74,6 +75,8 @@ export function connectClient(e: BrokerEndpoint, s: ClientSession): MqttClient {
     // again on every PUBACK (a microsecond each while a backlog flushes). A silent broker is
     // still noticed within 1.5 keepalive periods.
     reschedulePings: false,
+    // Publishes awaiting PUBACK without mqtt.js's Map: see PacketStore.
+    outgoingStore: new PacketStore(),
     ...(s.will ? { will: { topic: s.will.topic, payload: Buffer.from(s.will.payload), qos: 1 as const, retain: true } } : {}),
     ...(e.protocolVersion === 5 ? { properties: { maximumPacketSize: MAX_INCOMING_PACKET_BYTES } } : {}),
   };
