@@ -11,9 +11,9 @@ interface Stored {
 
 /**
  * mqtt.js's outgoing store, the publishes awaiting their PUBACK, by packet id. mqtt.js's own
- * keeps them in a Map, which a flush fills and empties thousands of times a second: that chained
- * every payload to the Map's promoted table and kept it alive until V8's next full collection
- * (see IntMap). This is the same store without the Map. Each client gets its own.
+ * keeps them in a Map, which a flush fills and empties thousands of times a second: once the
+ * Map's table was in the old generation, every payload was held from there until V8's next full
+ * collection (see IntMap). This is the same store without the Map. Each client gets its own.
  */
 export class PacketStore implements IStore {
   private packets = new IntMap<Stored>();

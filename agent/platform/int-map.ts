@@ -7,13 +7,13 @@ const GOLDEN = 0x9e3779b1;
  * held briefly: the records and the packets in flight while a backlog flushes.
  *
  * Why not a Map: V8 never reuses a deleted Map entry's place, so a Map whose entries come and go
- * is given a new hash table every few dozen changes, and each old table keeps a link to its
- * successor (for iterators) and its entries as they were. Once one table is in the old
- * generation (a Map that sat idle for a few seconds, as the in-flight window does between
- * flushes), that chain keeps every later table, and everything put in one, alive through every
- * young-generation collection until the next full one. In a 100,000-record flush that promoted
- * most of the records and their payloads (docs/ARCHITECTURE.md, "CPU of a flush after an
- * outage").
+ * is given a new hash table every few dozen changes. Once its table is in the old generation (a
+ * Map that sat idle for a few seconds, as the in-flight window does between flushes), V8
+ * allocates each new table there too, and each replaced table keeps its entries as they were
+ * (with a link to its successor, for iterators) until the next full collection. Everything put in
+ * the Map is then held from the old generation and survives every young-generation collection
+ * until that full one. In a 100,000-record flush that promoted most of the records and their
+ * payloads (docs/ARCHITECTURE.md, "CPU of a flush after an outage").
  *
  * Open addressing with linear probing over a power-of-two table: a deletion moves the later
  * entries of its run back instead of leaving a marker, so a table whose entries only come and go
