@@ -19,6 +19,14 @@ export const STRIKES_TO_PARK = 2;
 const TRANSIENT_REASON_CODES = new Set([0x91 /* packet identifier in use */, 0x97 /* quota exceeded */]);
 /** A parked record's retry time is checked at least this often (the CLI can make them due). */
 const PARKED_CHECK_MAX_MS = 10 * 60_000;
+/**
+ * New records are sent this long after their commit. The webhook that stored them has just been
+ * answered, and a vendor that sends one at a time sends its next request now: read first, that
+ * request's commit is on its way to disk on the writer thread while this record is sent, instead
+ * of the request waiting on the event loop behind the send (and its PUBACK). One millisecond more
+ * on a record's way to the site's systems.
+ */
+export const FRESH_RECORD_DELAY_MS = 1;
 
 export interface PublisherDeps {
   outbox: Outbox;
@@ -66,6 +74,8 @@ export class OutboxPublisher implements Component {
   private drained: (() => void) | null = null;
   /** A fill after the PUBACKs that arrived together: their freed slots go out in one write. */
   private refill: NodeJS.Immediate | null = null;
+  /** The fill for records just stored (FRESH_RECORD_DELAY_MS). */
+  private fresh: Timer | null = null;
 
   constructor(private readonly deps: PublisherDeps) {
     this.reader = new ReadAhead(deps.outbox, (seq) => this.handled(seq));
@@ -90,10 +100,17 @@ export class OutboxPublisher implements Component {
 
   private readonly kick = (): void => this.pump();
   /**
-   * New records: sent on the next turn of the loop, not inside the commit's callback, so the
-   * webhook that stored them is answered first (its 200 waits on nothing but its commit).
+   * New records: sent FRESH_RECORD_DELAY_MS later, not inside the commit's callback, so the
+   * webhook that stored them is answered first (its 200 waits on nothing but its commit), and
+   * the vendor's next request is read before the send.
    */
-  private readonly onInserted = (): void => this.pumpSoon();
+  private readonly onInserted = (): void => {
+    if (this.running)
+      this.fresh ??= this.deps.clock.setTimeout(() => {
+        this.fresh = null;
+        this.pump();
+      }, FRESH_RECORD_DELAY_MS);
+  };
   private readonly onClose = (info?: CloseInfo): void => {
     this.window.connectionLost(info?.cause ?? null);
     // The next connect reads from the oldest again.
@@ -127,6 +144,8 @@ export class OutboxPublisher implements Component {
     this.parkedTimer = null;
     if (this.refill) clearImmediate(this.refill);
     this.refill = null;
+    this.fresh?.cancel();
+    this.fresh = null;
     if (this.window.size > 0 && this.deps.broker.connected) {
       // Give PUBACKs already on their way a moment, so they need not be sent again next start.
       await new Promise<void>((resolve) => {
