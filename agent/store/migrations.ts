@@ -53,11 +53,6 @@ export const MIGRATIONS: readonly string[] = [
      at  INTEGER PRIMARY KEY,
      seq INTEGER NOT NULL
    );`,
-  // 5: the index of waiting records by seq goes. Since the watermark (4), records it covers keep
-  // delivered_at NULL, so the partial index held nearly every record, and every query that looks
-  // for waiting records bounds seq, which the table's own rowid order serves. Each insert wrote a
-  // leaf of it: one page in seven of a lone webhook's commit.
-  `DROP INDEX IF EXISTS transactions_pending;`,
 ];
 
 /** Brings the database to the latest schema; returns the version it was at. Writes nothing when current. */

@@ -119,46 +119,6 @@ describe('delivered records', () => {
     outbox.close();
   });
 
-  it('one webhook at a time: each commit writes no index of waiting records', async () => {
-    const outbox = new Outbox({ path: dbPath(), worker: true });
-    outbox.open();
-    const one = (): Promise<number> => storeAll(outbox, [asRecord(vendorRecord())], 'webhook', 1_000);
-    for (let i = 0; i < 300; i++) await one();
-    outbox.database.statement('PRAGMA wal_checkpoint(TRUNCATE)').run();
-    const commits = 200;
-    for (let i = 0; i < commits; i++) await one();
-    // The row, the (TransactionId, Status) and receipt-time index leaves, the backlog counter,
-    // AUTOINCREMENT's sequence, and the header page when the file grows: 7.0 pages on average.
-    // A leaf of the index of waiting records (schema 5 drops it) made it 8.1.
-    expect(walFrames(outbox) / commits).toBeLessThan(7.5);
-    outbox.close();
-  });
-
-  it('a database of schema 4 loses the index of waiting records and keeps sending them in order', async () => {
-    const path = dbPath();
-    const old = new Database(path);
-    old.pragma('journal_mode = WAL');
-    for (const sql of MIGRATIONS.slice(0, 4)) old.exec(sql);
-    old.pragma('user_version = 4');
-    const insert = old.prepare(`INSERT INTO transactions (transaction_id, status, device_id, record, source, received_at)
-      VALUES (?, 'finished', 'MC7001', '{}', 'webhook', 1000)`);
-    for (let i = 1; i <= 6; i++) insert.run(`OLD${i}`);
-    old.exec("UPDATE counters SET value = 2 WHERE name IN ('delivered_through', 'delivered'); UPDATE counters SET value = 4 WHERE name = 'pending'");
-    old.close();
-
-    const outbox = new Outbox({ path, worker: true });
-    outbox.open();
-    const indexes = outbox.database.statement<[], string>("SELECT name FROM sqlite_schema WHERE type = 'index' AND tbl_name = 'transactions'").pluck().all();
-    expect(indexes).not.toContain('transactions_pending');
-    expect(indexes).toContain('transactions_received');
-    expect(waiting(outbox)).toEqual([3, 4, 5, 6]);
-    await outbox.markDelivered([3, 4], 2_000);
-    await outbox.markDelivered([6], 2_000);
-    expect(waiting(outbox)).toEqual([5]);
-    expect(outbox.stats()).toMatchObject({ pending: 1, delivered: 5 });
-    outbox.close();
-  });
-
   it('a database file deleted under the agent is made again with only the records still waiting', async () => {
     const path = dbPath();
     const outbox = new Outbox({ path, worker: true });
