@@ -26,7 +26,7 @@ const PARKED_CHECK_MAX_MS = 10 * 60_000;
  * of the request waiting on the event loop behind the send (and its PUBACK). One millisecond more
  * on a record's way to the site's systems.
  */
-export const FRESH_RECORD_DELAY_MS = 1;
+const FRESH_RECORD_DELAY_MS = 1;
 
 export interface PublisherDeps {
   outbox: Outbox;
