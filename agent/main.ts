@@ -10,9 +10,20 @@ import { errorMessage } from './platform/errors.js';
 import { agentVersion } from './platform/version.js';
 import { OLD_NODE_HINT, pinnedRuntime } from './cli/pinned-runtime.js';
 import * as nodeModule from 'node:module';
+import { fstatSync } from 'node:fs';
 
 /** After a stop signal the process is gone within this time, cleanly or not. */
 const STOP_DEADLINE_MS = 10_000;
+
+/** A pipe or a socket (journald's stream, a shell pipe): Node writes to it through libuv, never blocking. */
+function stdoutIsPipe(): boolean {
+  try {
+    const st = fstatSync(1);
+    return st.isFIFO() || st.isSocket();
+  } catch {
+    return false;
+  }
+}
 
 async function dispatch(args: ParsedArgs, ctx: CommandContext): Promise<number> {
   switch (args.verb) {
@@ -128,6 +139,7 @@ async function main(): Promise<void> {
     input: process.stdin,
     inputIsTTY: process.stdin.isTTY === true,
     stdoutIsTTY: process.stdout.isTTY === true,
+    logPipe: stdoutIsPipe() ? process.stdout : undefined,
     pid: process.pid,
   };
 

@@ -1,3 +1,5 @@
+import type { Writable } from 'node:stream';
+
 /** What a command gets from main.ts instead of touching process globals. */
 export interface CommandContext {
   env: Readonly<Record<string, string | undefined>>;
@@ -11,6 +13,8 @@ export interface CommandContext {
   input: NodeJS.ReadStream;
   inputIsTTY: boolean;
   stdoutIsTTY: boolean;
+  /** Standard output when it is a pipe or a socket (journald's stream under systemd): where `run` logs without the thread pool. */
+  logPipe?: Writable | undefined;
   pid: number;
 }
 

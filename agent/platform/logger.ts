@@ -32,7 +32,11 @@ export function redactSecrets<T>(value: T, depth = 0): T {
 
 export interface LoggerOptions {
   level: LevelWithSilent;
-  /** Where JSON lines go; stdout when absent. */
+  /**
+   * Where JSON lines go. When absent, stdout through sonic-boom's thread-pool writes, so a slow
+   * file or a paused terminal never holds the event loop; `run` passes a PipeLogSink
+   * (log-sink.ts) when stdout is a pipe or a socket, as journald's stream is.
+   */
   destination?: DestinationStream;
   /** Extra fields on every line. */
   base?: Record<string, unknown>;

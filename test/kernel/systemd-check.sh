@@ -62,8 +62,21 @@ state=$(systemctl show -p ActiveState --value chair-agent)
 ok "after 5 crashes the guard stopped it: $state, not restarted ($(journal | grep -m1 'crashed 5 times' | cut -c1-60)...)"
 
 # 3. The next manual start runs.
+started=$(journal | grep -c '"msg":"agent started"')
 systemctl restart chair-agent || fail "the manual start after the crash loop failed: $(journal | tail -5)"
 [ "$(systemctl show -p ActiveState --value chair-agent)" = active ] || fail "not active after the manual start"
 ok "the next manual start runs"
+
+# 4. Its log reaches the journal through the stream socket systemd gives it as stdout, which it
+#    writes on the event loop (agent/platform/log-sink.ts) rather than through the thread pool.
+pid=$(systemctl show -p MainPID --value chair-agent)
+out=$(readlink "/proc/$pid/fd/1")
+case "$out" in socket:*) ;; *) fail "stdout of the agent is $out, not journald's stream socket" ;; esac
+n=0
+until [ "$(journal | grep -c '"msg":"agent started"')" -gt "$started" ]; do
+  n=$((n + 1)); [ $n -gt 300 ] && fail "the agent's JSON lines did not reach the journal"
+  sleep 0.2
+done
+ok "its JSON lines reach the journal through stdout ($out)"
 echo "SYSTEMD-TEST PASS"
 systemctl poweroff -ff

@@ -1,6 +1,7 @@
 import type { DestinationStream } from 'pino';
 import { build } from '../../build.js';
 import { createLogger } from '../../platform/logger.js';
+import { pipeLogSink } from '../../platform/log-sink.js';
 import { errorMessage } from '../../platform/errors.js';
 import type { ParsedArgs } from '../args.js';
 import { EXIT_FAILURE, EXIT_OK, type CommandContext } from '../context.js';
@@ -35,7 +36,7 @@ export async function runCommand(args: ParsedArgs, ctx: CommandContext, loading?
   const loaded = await (loading ?? loadForCommand(args.config, ctx, args.verb, true));
   if (!loaded) return EXIT_CONFIG;
   const { config } = loaded;
-  const destination = args.values['pretty'] === true ? await prettyDestination(ctx) : undefined;
+  const destination = args.values['pretty'] === true ? await prettyDestination(ctx) : ctx.logPipe ? pipeLogSink(ctx.logPipe) : undefined;
   const logger = createLogger({ level: config.log.level, destination, secrets: secretValues(config) });
   const agent = build(config, { logger });
   const notifier = serviceNotifier(ctx.env, logger.child({ component: 'systemd' }), agent.clock, ctx.pid);

@@ -1,0 +1,99 @@
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Pool } from 'undici';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { signBody } from '../../agent/http/sign.js';
+import { Simulator } from '../../agent/simulator/simulator.js';
+import { AgentProcess } from '../helpers/agent-process.js';
+import { startBroker, type TestBroker } from '../helpers/broker.js';
+import { vendorRecord } from '../helpers/records.js';
+import { Subscriber } from '../helpers/subscriber.js';
+import { describeWith } from '../helpers/tools.js';
+import { waitFor } from '../helpers/wait.js';
+
+const SECRET = 'log-reader-secret';
+let broker: TestBroker;
+let sim: Simulator;
+
+beforeAll(async () => {
+  broker = await startBroker();
+  sim = new Simulator({ apiKey: 'log-reader-key' });
+  await sim.start();
+});
+
+afterAll(async () => {
+  await sim.close();
+  await broker.stop();
+});
+
+async function sendWebhooks(pool: Pool, ids: string[]): Promise<number[]> {
+  const statuses: number[] = [];
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: 16 }, async () => {
+      while (next < ids.length) {
+        const body = JSON.stringify(vendorRecord({ TransactionId: ids[next++] }));
+        const res = await pool.request({ path: '/vendor/webhook', method: 'POST', headers: { 'content-type': 'application/json', 'x-vendor-signature': signBody(body, SECRET) }, body });
+        await res.body.dump();
+        statuses.push(res.statusCode);
+      }
+    }),
+  );
+  return statuses;
+}
+
+describeWith('mosquitto', 'a log reader that stops reading (journald stalled)', () => {
+  it('keeps storing, answering and publishing while nobody reads its log, and then says how many lines it dropped', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'log-reader-'));
+    const config = join(dir, 'config.yaml');
+    writeFileSync(
+      config,
+      `site: {id: logreader}
+vendor: {baseUrl: "${sim.url}", apiKey: log-reader-key}
+webhook: {channelSecret: ${SECRET}}
+transactions: {syncSchedule: "0 0 0 1 1 *"}
+http: {host: 127.0.0.1, port: 0}
+mqtt: {url: "${broker.url}"}
+storage: {path: ${join(dir, 'agent.db')}}
+`,
+    );
+    const sub = await Subscriber.connect(broker.url, 'chair-agent/logreader/transactions/#');
+    // stdout is a socket, as journald's stream is under systemd.
+    const agent = AgentProcess.start(['run', '--config', config]);
+    const port = await agent.httpPort();
+    await agent.waitForLog((l) => l.msg === 'connected to the broker', 'the broker connection');
+    const pool = new Pool(`http://127.0.0.1:${port}`, { connections: 16 });
+    try {
+      agent.child.stdout?.pause();
+      // One info line per new record, about 200 bytes: 8,000 of them are far more than the
+      // socket and the agent's 1 MiB queue hold.
+      const ids = Array.from({ length: 8000 }, (_, i) => `STALL-${i}`);
+      const statuses = await sendWebhooks(pool, ids);
+      expect(statuses.filter((s) => s === 200)).toHaveLength(ids.length);
+      expect((await fetch(`http://127.0.0.1:${port}/healthz`)).status).toBe(200);
+      await waitFor(() => new Set(sub.messages.map((m) => (JSON.parse(m.text) as { TransactionId: string }).TransactionId)).size === ids.length, () => `all ${ids.length} records published (${sub.messages.length} so far)`, 60_000);
+
+      agent.child.stdout?.resume();
+      // Once the reader has caught up, the count comes by itself; then the log goes on.
+      const drop = await agent.waitForLog((l) => l.msg === 'log lines dropped: the log reader fell behind', 'the dropped-lines line');
+      expect(await sendWebhooks(pool, ['STALL-AFTER'])).toEqual([200]);
+      await agent.waitForLog((l) => l.msg === 'transaction received by webhook' && l['transactionId'] === 'STALL-AFTER', 'the line of the record after');
+      expect(drop.level).toBe('warn');
+      const dropped = drop['dropped'] as number;
+      expect(dropped).toBeGreaterThan(0);
+      const received = agent.lines.filter((l) => l.msg === 'transaction received by webhook').length;
+      // Every record's line is either in the log or counted: at most the few other lines beside them.
+      expect(received + dropped).toBeGreaterThanOrEqual(ids.length + 1);
+      expect(received + dropped).toBeLessThan(ids.length + 1 + 20);
+      // What was written is whole lines, each one JSON.
+      const text = agent.raw.trimEnd().split('\n');
+      expect(text.filter((l) => !l.startsWith('{') || !l.endsWith('}'))).toEqual([]);
+      expect(agent.lines.length).toBe(text.length);
+    } finally {
+      await pool.close();
+      await sub.close();
+    }
+    expect(await agent.signal('SIGTERM')).toBe(0);
+  }, 120_000);
+});
