@@ -85,8 +85,10 @@ function kernelAndModule(release) {
 
 /** The VM's whole file system, as an initramfs: Debian 13 without the compiler, the package, the test. */
 function initramfs(release, kernel, mode) {
-  const tarball = readdirSync(join(ROOT, 'dist', 'pkg')).find((f) => /^chair-agent-.*-linux-amd64\.tar\.gz$/.test(f));
-  if (!tarball) throw new Error('dist/pkg has no amd64 tarball: npm run package -- amd64');
+  // This build's, as package-check takes it: dist/pkg keeps the tarballs of earlier builds too.
+  const version = JSON.parse(readFileSync(join(ROOT, 'dist', 'agent', 'build-info.json'), 'utf8')).version;
+  const tarball = `chair-agent-${version}-linux-amd64.tar.gz`;
+  if (!existsSync(join(ROOT, 'dist', 'pkg', tarball))) throw new Error(`dist/pkg has no ${tarball} (this build's): npm run package -- amd64`);
   const stage = join(CACHE, 'stage');
   rmSync(stage, { recursive: true, force: true });
   mkdirSync(stage);
