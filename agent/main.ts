@@ -10,19 +10,25 @@ import { errorMessage } from './platform/errors.js';
 import { agentVersion } from './platform/version.js';
 import { OLD_NODE_HINT, pinnedRuntime } from './cli/pinned-runtime.js';
 import * as nodeModule from 'node:module';
-import { fstatSync } from 'node:fs';
+import type { Writable } from 'node:stream';
+import { createWriteStream, fstatSync } from 'node:fs';
 
 /** After a stop signal the process is gone within this time, cleanly or not. */
 const STOP_DEADLINE_MS = 10_000;
 
-/** A pipe or a socket (journald's stream, a shell pipe): Node writes to it through libuv, never blocking. */
-function stdoutIsPipe(): boolean {
+/**
+ * Where `run` logs: Node's stdout stream when it is a pipe or a socket (journald's stream, a shell
+ * pipe: libuv writes it without blocking), else a write stream on fd 1 whose writes go through the
+ * thread pool (Node's stdout would write a file or a terminal synchronously, on the event loop).
+ */
+function logOutput(): Writable {
   try {
     const st = fstatSync(1);
-    return st.isFIFO() || st.isSocket();
+    if (st.isFIFO() || st.isSocket()) return process.stdout;
   } catch {
-    return false;
+    // no stdout to stat: the write stream reports its own failure, and the sink drops
   }
+  return createWriteStream('', { fd: 1, autoClose: false });
 }
 
 async function dispatch(args: ParsedArgs, ctx: CommandContext): Promise<number> {
@@ -139,7 +145,7 @@ async function main(): Promise<void> {
     input: process.stdin,
     inputIsTTY: process.stdin.isTTY === true,
     stdoutIsTTY: process.stdout.isTTY === true,
-    logPipe: stdoutIsPipe() ? process.stdout : undefined,
+    logOutput,
     pid: process.pid,
   };
 

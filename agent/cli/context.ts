@@ -13,8 +13,8 @@ export interface CommandContext {
   input: NodeJS.ReadStream;
   inputIsTTY: boolean;
   stdoutIsTTY: boolean;
-  /** Standard output when it is a pipe or a socket (journald's stream under systemd): where `run` logs without the thread pool. */
-  logPipe?: Writable | undefined;
+  /** Standard output as a stream for `run`'s log lines, made on first call (platform/log-sink.ts). */
+  logOutput?: (() => Writable) | undefined;
   pid: number;
 }
 

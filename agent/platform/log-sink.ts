@@ -5,16 +5,21 @@ import type { DestinationStream } from 'pino';
 export const LOG_QUEUE_MAX_BYTES = 1024 * 1024;
 
 /**
- * Log lines to standard output when it is a pipe or a socket: journald's stream under systemd, a
- * shell pipe, a test harness. The stream's own write goes to the socket at once, on the event
- * loop (one write call: no thread-pool hand-off and no second wake-up per line, which a Pi pays
- * on every record), and libuv queues what the reader has no room for, so the loop never waits.
- * A reader that stops (journald stalled on its own fsyncs) would grow that queue without bound:
- * past `maxQueuedBytes`, lines are dropped, and a line that says how many is written as soon as
- * the reader has caught up. A broken pipe (the reader gone) drops everything after it; it is not a
- * reason to stop the agent.
+ * Log lines to standard output, as `run` writes them, so that nothing stdout does can stop the
+ * agent. Two kinds of stream come here (main.ts picks): when stdout is a pipe or a socket
+ * (journald's stream under systemd, a shell pipe, a test harness), Node's own stdout stream,
+ * which writes each line at once on the event loop (one write call: no thread-pool hand-off and
+ * no second wake-up per line, which a Pi pays on every record) and lets libuv queue what the
+ * reader has no room for; otherwise (a file, /dev/null, a terminal) an fs write stream on fd 1,
+ * whose writes go through the thread pool, so a slow disk or a paused terminal never holds the
+ * loop either.
+ * A reader that stops (journald stalled on its own fsyncs), or a terminal paused with Ctrl-S,
+ * would grow the queue without bound: past `maxQueuedBytes`, lines are dropped, and a line that
+ * says how many is written as soon as the reader has caught up. A stream that fails (EPIPE: the
+ * reader gone; ENOSPC: a full disk) drops every line after it; it is not a reason to stop the
+ * agent, nor to hang its exit retrying.
  */
-export class PipeLogSink implements DestinationStream {
+export class StreamLogSink implements DestinationStream {
   private dropped = 0;
   private broken = false;
 
@@ -40,9 +45,27 @@ export class PipeLogSink implements DestinationStream {
     this.dropped = 0;
   }
 
-  /** The pipe failed (EPIPE: nobody reads it any more). */
+  /** The stream failed: nothing more can be written to it. */
   fail(): void {
     this.broken = true;
+  }
+
+  /**
+   * Resolves once what is queued has been written, or the stream has failed: what `run` awaits
+   * before it returns its exit code. A reader that never catches up is the stop deadline's
+   * (main.ts) to end.
+   */
+  flushed(): Promise<void> {
+    if (this.broken || this.out.writableLength === 0) return Promise.resolve();
+    return new Promise((resolve) => {
+      const done = (): void => {
+        this.out.off('drain', done);
+        this.out.off('error', done);
+        resolve();
+      };
+      this.out.on('drain', done);
+      this.out.on('error', done);
+    });
   }
 
   /** Lines dropped since the last one written. */
@@ -60,8 +83,8 @@ function droppedLine(count: number, at: Date): string {
  * A sink over `out`, which from now on has two listeners: 'drain' reports what was dropped, and
  * 'error' is taken (a failed write must not end the process).
  */
-export function pipeLogSink(out: Writable, maxQueuedBytes = LOG_QUEUE_MAX_BYTES, now?: () => Date): PipeLogSink {
-  const sink = new PipeLogSink(out, maxQueuedBytes, now);
+export function streamLogSink(out: Writable, maxQueuedBytes = LOG_QUEUE_MAX_BYTES, now?: () => Date): StreamLogSink {
+  const sink = new StreamLogSink(out, maxQueuedBytes, now);
   out.on('drain', () => sink.reportDropped());
   out.on('error', () => sink.fail());
   return sink;

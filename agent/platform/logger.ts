@@ -33,9 +33,9 @@ export function redactSecrets<T>(value: T, depth = 0): T {
 export interface LoggerOptions {
   level: LevelWithSilent;
   /**
-   * Where JSON lines go. When absent, stdout through sonic-boom's thread-pool writes, so a slow
-   * file or a paused terminal never holds the event loop; `run` passes a PipeLogSink
-   * (log-sink.ts) when stdout is a pipe or a socket, as journald's stream is.
+   * Where JSON lines go. When absent, stdout through sonic-boom's thread-pool writes (the CLI's
+   * short-lived commands); `run` passes a StreamLogSink (log-sink.ts), which bounds what a stalled
+   * reader leaves queued and survives a stdout that fails.
    */
   destination?: DestinationStream;
   /** Extra fields on every line. */

@@ -1,11 +1,14 @@
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { closeSync, mkdtempSync, openSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Pool } from 'undici';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { signBody } from '../../agent/http/sign.js';
 import { Simulator } from '../../agent/simulator/simulator.js';
-import { AgentProcess } from '../helpers/agent-process.js';
+import { AgentProcess, track } from '../helpers/agent-process.js';
+import { MAIN } from '../helpers/cli.js';
+import { freePort } from '../helpers/ports.js';
 import { startBroker, type TestBroker } from '../helpers/broker.js';
 import { vendorRecord } from '../helpers/records.js';
 import { Subscriber } from '../helpers/subscriber.js';
@@ -27,6 +30,22 @@ afterAll(async () => {
   await broker.stop();
 });
 
+function configFor(site: string, dir: string, port: number): string {
+  const config = join(dir, 'config.yaml');
+  writeFileSync(
+    config,
+    `site: {id: ${site}}
+vendor: {baseUrl: "${sim.url}", apiKey: log-reader-key}
+webhook: {channelSecret: ${SECRET}}
+transactions: {syncSchedule: "0 0 0 1 1 *"}
+http: {host: 127.0.0.1, port: ${port}}
+mqtt: {url: "${broker.url}"}
+storage: {path: ${join(dir, 'agent.db')}}
+`,
+  );
+  return config;
+}
+
 async function sendWebhooks(pool: Pool, ids: string[]): Promise<number[]> {
   const statuses: number[] = [];
   let next = 0;
@@ -43,21 +62,9 @@ async function sendWebhooks(pool: Pool, ids: string[]): Promise<number[]> {
   return statuses;
 }
 
-describeWith('mosquitto', 'a log reader that stops reading (journald stalled)', () => {
+describeWith('mosquitto', 'a stdout that stops taking log lines', () => {
   it('keeps storing, answering and publishing while nobody reads its log, and then says how many lines it dropped', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'log-reader-'));
-    const config = join(dir, 'config.yaml');
-    writeFileSync(
-      config,
-      `site: {id: logreader}
-vendor: {baseUrl: "${sim.url}", apiKey: log-reader-key}
-webhook: {channelSecret: ${SECRET}}
-transactions: {syncSchedule: "0 0 0 1 1 *"}
-http: {host: 127.0.0.1, port: 0}
-mqtt: {url: "${broker.url}"}
-storage: {path: ${join(dir, 'agent.db')}}
-`,
-    );
+    const config = configFor('logreader', mkdtempSync(join(tmpdir(), 'log-reader-')), 0);
     const sub = await Subscriber.connect(broker.url, 'chair-agent/logreader/transactions/#');
     // stdout is a socket, as journald's stream is under systemd.
     const agent = AgentProcess.start(['run', '--config', config]);
@@ -96,4 +103,31 @@ storage: {path: ${join(dir, 'agent.db')}}
     }
     expect(await agent.signal('SIGTERM')).toBe(0);
   }, 120_000);
+
+  it('serves, stores and stops as usual when every write to stdout fails (a file on a full disk)', async () => {
+    const port = await freePort();
+    const config = configFor('logfull', mkdtempSync(join(tmpdir(), 'log-full-')), port);
+    const sub = await Subscriber.connect(broker.url, 'chair-agent/logfull/transactions/#');
+    // /dev/full fails every write with ENOSPC, as a file does on a full disk.
+    const full = openSync('/dev/full', 'w');
+    const child = track(spawn(process.execPath, [MAIN, 'run', '--config', config], { stdio: ['ignore', full, 'pipe'] }));
+    closeSync(full);
+    let stderr = '';
+    child.stderr?.on('data', (d: Buffer) => (stderr += d.toString()));
+    const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+    const pool = new Pool(`http://127.0.0.1:${port}`);
+    try {
+      await waitFor(async () => (await fetch(`http://127.0.0.1:${port}/healthz`).catch(() => null))?.status === 200, () => `/healthz answering (stderr: ${stderr.slice(-500)})`, 30_000);
+      expect(await sendWebhooks(pool, ['FULL-1', 'FULL-2'])).toEqual([200, 200]);
+      await waitFor(() => sub.messages.length === 2, 'both records published');
+    } finally {
+      await pool.close();
+      await sub.close();
+    }
+    // Before: the first line's ENOSPC ended the process's event loop, and its exit then retried
+    // the write every 100 ms, forever: no /healthz, and SIGTERM never ended it.
+    child.kill('SIGTERM');
+    expect(await exited).toBe(0);
+    expect(stderr).toBe('');
+  }, 60_000);
 });

@@ -1,6 +1,6 @@
 import { Writable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
-import { PipeLogSink, pipeLogSink } from '../../agent/platform/log-sink.js';
+import { StreamLogSink, streamLogSink } from '../../agent/platform/log-sink.js';
 
 /** A stream whose reader is stalled until `drain()`: everything written stays queued. */
 class StalledPipe extends Writable {
@@ -18,16 +18,22 @@ class StalledPipe extends Writable {
 const line = (n: number): string => `${JSON.stringify({ level: 'info', n, msg: 'x'.repeat(80) })}\n`;
 
 describe('log lines to a pipe whose reader stops', () => {
-  it('queues at most the bound, counts what it drops, and says how many as soon as the reader catches up', () => {
+  it('queues at most the bound, counts what it drops, and says how many as soon as the reader catches up', async () => {
     const out = new StalledPipe({ highWaterMark: 1 });
-    const sink = pipeLogSink(out, 1000, () => new Date('2026-11-26T10:00:00.000Z'));
+    const sink = streamLogSink(out, 1000, () => new Date('2026-11-26T10:00:00.000Z'));
     for (let i = 0; i < 100; i++) sink.write(line(i));
     expect(out.writableLength).toBeLessThan(1000 + line(99).length);
     const dropped = sink.droppedLines;
     expect(dropped).toBeGreaterThan(80);
 
-    // The reader catches up (one queued chunk at a time): the count follows the last queued line.
+    // The reader catches up (one queued chunk at a time): the count follows the last queued line,
+    // and what `run` awaits before exiting resolves.
+    let flushed = false;
+    const waiting = sink.flushed().then(() => (flushed = true));
+    await Promise.resolve();
+    expect(flushed).toBe(false);
     while (out.writableLength > 0) out.drain();
+    await waiting;
     const report = JSON.parse(out.written.at(-1) ?? '') as Record<string, unknown>;
     expect(report).toEqual({ level: 'warn', time: '2026-11-26T10:00:00.000Z', component: 'logger', dropped, msg: 'log lines dropped: the log reader fell behind' });
     // Every line is either written whole, in order, or counted.
@@ -43,7 +49,7 @@ describe('log lines to a pipe whose reader stops', () => {
 
   it('reports drops with the next line that fits when the queue never empties', () => {
     const out = new StalledPipe({ highWaterMark: 1 });
-    const sink = new PipeLogSink(out, 1000, () => new Date('2026-11-26T10:00:00.000Z'));
+    const sink = new StreamLogSink(out, 1000, () => new Date('2026-11-26T10:00:00.000Z'));
     for (let i = 0; i < 20; i++) sink.write(line(i));
     const dropped = sink.droppedLines;
     expect(dropped).toBeGreaterThan(0);
@@ -56,16 +62,17 @@ describe('log lines to a pipe whose reader stops', () => {
     expect(tail[1]).toMatchObject({ n: 20 });
   });
 
-  it('survives a broken pipe: the error is taken, later lines are dropped, nothing throws', () => {
+  it('survives a failed stream (EPIPE, ENOSPC): the error is taken, later lines are dropped, nothing throws or waits', () => {
     const out = new Writable({ write: (_c, _e, done) => done(Object.assign(new Error('write EPIPE'), { code: 'EPIPE' })) });
-    const sink = pipeLogSink(out);
+    const sink = streamLogSink(out);
     sink.write(line(1));
     return new Promise<void>((resolve) =>
       setImmediate(() => {
         sink.write(line(2));
         sink.write(line(3));
         expect(sink.droppedLines).toBe(2);
-        resolve();
+        // Nothing to wait for at exit: the stream is gone.
+        void sink.flushed().then(resolve);
       }),
     );
   });

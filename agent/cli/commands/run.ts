@@ -1,7 +1,7 @@
 import type { DestinationStream } from 'pino';
 import { build } from '../../build.js';
 import { createLogger } from '../../platform/logger.js';
-import { pipeLogSink } from '../../platform/log-sink.js';
+import { streamLogSink } from '../../platform/log-sink.js';
 import { errorMessage } from '../../platform/errors.js';
 import type { ParsedArgs } from '../args.js';
 import { EXIT_FAILURE, EXIT_OK, type CommandContext } from '../context.js';
@@ -36,7 +36,9 @@ export async function runCommand(args: ParsedArgs, ctx: CommandContext, loading?
   const loaded = await (loading ?? loadForCommand(args.config, ctx, args.verb, true));
   if (!loaded) return EXIT_CONFIG;
   const { config } = loaded;
-  const destination = args.values['pretty'] === true ? await prettyDestination(ctx) : ctx.logPipe ? pipeLogSink(ctx.logPipe) : undefined;
+  const pretty = args.values['pretty'] === true ? await prettyDestination(ctx) : undefined;
+  const sink = pretty || !ctx.logOutput ? undefined : streamLogSink(ctx.logOutput());
+  const destination = pretty ?? sink;
   const logger = createLogger({ level: config.log.level, destination, secrets: secretValues(config) });
   const agent = build(config, { logger });
   const notifier = serviceNotifier(ctx.env, logger.child({ component: 'systemd' }), agent.clock, ctx.pid);
@@ -45,6 +47,7 @@ export async function runCommand(args: ParsedArgs, ctx: CommandContext, loading?
   } catch (err) {
     logger.fatal({ err: errorMessage(err) }, 'agent failed to start');
     logger.flush();
+    await sink?.flushed();
     return EXIT_FAILURE;
   }
   // READY once the database and the listener are up and the broker has been tried once.
@@ -64,5 +67,6 @@ export async function runCommand(args: ParsedArgs, ctx: CommandContext, loading?
   notifier.stopWatchdog();
   logger.info('stopped');
   logger.flush();
+  await sink?.flushed();
   return EXIT_OK;
 }
