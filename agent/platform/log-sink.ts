@@ -57,15 +57,9 @@ export class StreamLogSink implements DestinationStream {
    */
   flushed(): Promise<void> {
     if (this.broken || this.out.writableLength === 0) return Promise.resolve();
-    return new Promise((resolve) => {
-      const done = (): void => {
-        this.out.off('drain', done);
-        this.out.off('error', done);
-        resolve();
-      };
-      this.out.on('drain', done);
-      this.out.on('error', done);
-    });
+    // An empty write's callback comes after every write before it, failed or not. ('drain' would
+    // not do: a stream emits it only after a write past its high-water mark.)
+    return new Promise((resolve) => this.out.write('', () => resolve()));
   }
 
   /** Lines dropped since the last one written. */

@@ -7,7 +7,7 @@ class StalledPipe extends Writable {
   readonly written: string[] = [];
   private pending: (() => void)[] = [];
   override _write(chunk: Buffer, _enc: BufferEncoding, done: () => void): void {
-    this.written.push(chunk.toString());
+    if (chunk.length > 0) this.written.push(chunk.toString());
     this.pending.push(done);
   }
   drain(): void {
@@ -60,6 +60,23 @@ describe('log lines to a pipe whose reader stops', () => {
     const tail = out.written.slice(-2).map((l) => JSON.parse(l) as Record<string, unknown>);
     expect(tail[0]).toMatchObject({ level: 'warn', dropped });
     expect(tail[1]).toMatchObject({ n: 20 });
+  });
+
+  it('waits at exit for a line still being written, however short the queue', async () => {
+    // The default high-water mark (16 KiB): one line never makes the stream want a drain.
+    const out = new StalledPipe();
+    const sink = streamLogSink(out);
+    sink.write(line(1));
+    let flushed = false;
+    const waiting = sink.flushed().then(() => (flushed = true));
+    await new Promise((r) => setImmediate(r));
+    expect(flushed).toBe(false);
+    while (out.writableLength > 0 || !flushed) {
+      out.drain();
+      await new Promise((r) => setImmediate(r));
+    }
+    await waiting;
+    expect(out.written[0]).toBe(line(1));
   });
 
   it('survives a failed stream (EPIPE, ENOSPC): the error is taken, later lines are dropped, nothing throws or waits', () => {
