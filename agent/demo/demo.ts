@@ -1,4 +1,5 @@
 import { createWriteStream, mkdtempSync, rmSync } from 'node:fs';
+import type { Writable } from 'node:stream';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import mqtt from 'mqtt';
@@ -9,6 +10,7 @@ import { formatVendorTime } from '../time/vendor-time.js';
 import { errorMessage } from '../platform/errors.js';
 import { SimGpioDriver } from '../gpio/sim-driver.js';
 import { chairLedName, STATUS_LED } from '../gpio/indicators.js';
+import { streamLogSink } from '../platform/log-sink.js';
 import { createLogger, type Logger } from '../platform/logger.js';
 import { Simulator } from '../simulator/simulator.js';
 import { endpointOptions } from '../mqtt/client-options.js';
@@ -28,6 +30,8 @@ export interface DemoOptions {
   tty?: { input: NodeJS.ReadStream; write: (text: string) => void } | undefined;
   /** Plain output (no terminal). */
   out: (text: string) => void;
+  /** Where the logs and the plain output go without a terminal (main.ts: stdout as `run` writes it); else `out`. */
+  logOutput?: (() => Writable) | undefined;
   signal: AbortSignal;
   timeZone?: string;
 }
@@ -59,17 +63,19 @@ export async function runDemo(opts: DemoOptions): Promise<void> {
   const tz = opts.timeZone ?? 'Asia/Bangkok';
   const dir = mkdtempSync(join(tmpdir(), 'chair-agent-demo-'));
   const events: string[] = [];
+  // On a terminal the screen is the view, so logs go to a file; without one they go to stdout,
+  // with the demo's own lines. Either way through the sink `run` logs with: a full disk or a
+  // reader that stops never stops the demo.
+  const logFile = join(dir, 'agent.log');
+  const sink = opts.tty ? streamLogSink(createWriteStream(logFile)) : opts.logOutput ? streamLogSink(opts.logOutput()) : undefined;
+  const plain = (text: string): void => (sink && !opts.tty ? sink.write(text) : opts.out(text));
   const event = (text: string): void => {
     const line = `${formatVendorTime(Date.now(), tz).slice(11)}  ${text}`;
     events.push(line);
     if (events.length > 50) events.shift();
-    if (!opts.tty) opts.out(`demo: ${text}\n`);
+    if (!opts.tty) plain(`demo: ${text}\n`);
   };
-  // On a terminal the screen is the view, so logs go to a file; without one they go to stdout.
-  const logFile = join(dir, 'agent.log');
-  const logger: Logger = opts.tty
-    ? createLogger({ level: 'info', destination: createWriteStream(logFile) })
-    : createLogger({ level: 'info' });
+  const logger: Logger = createLogger({ level: 'info', destination: sink });
 
   const broker = new EmbeddedBroker();
   await broker.start();
@@ -125,10 +131,10 @@ export async function runDemo(opts: DemoOptions): Promise<void> {
   const watch = `mosquitto_sub -h 127.0.0.1 -p ${broker.port} -V mqttv311 -t '${config.mqtt.baseTopic}/#' -v`;
   event('demo ready: press a chair\'s number key');
   if (!opts.tty) {
-    opts.out(`demo: simulator ${sim.url}, broker ${broker.url}, agent http://127.0.0.1:${agentPort} (/healthz, /metrics, /sim/gpio)\n`);
-    opts.out(`demo: watch it with: ${watch}\n`);
-    opts.out(`demo: press a button with: curl -X POST http://127.0.0.1:${agentPort}/sim/gpio/${BUTTONS[0]}/press\n`);
-    opts.out(`demo: ${timeLine(opts.minuteSeconds)}\n`);
+    plain(`demo: simulator ${sim.url}, broker ${broker.url}, agent http://127.0.0.1:${agentPort} (/healthz, /metrics, /sim/gpio)\n`);
+    plain(`demo: watch it with: ${watch}\n`);
+    plain(`demo: press a button with: curl -X POST http://127.0.0.1:${agentPort}/sim/gpio/${BUTTONS[0]}/press\n`);
+    plain(`demo: ${timeLine(opts.minuteSeconds)}\n`);
   }
 
   const actions = demoActions(parts, event);
@@ -143,7 +149,7 @@ export async function runDemo(opts: DemoOptions): Promise<void> {
     frame = setInterval(() => {
       for (const ch of snapshot(parts, events, watch, false).chairs) {
         const line = chairLine(ch, false);
-        if (shown.get(ch.deviceId) !== line) opts.out(`demo: chair${line}\n`);
+        if (shown.get(ch.deviceId) !== line) plain(`demo: chair${line}\n`);
         shown.set(ch.deviceId, line);
       }
     }, 1000);
@@ -175,8 +181,9 @@ export async function runDemo(opts: DemoOptions): Promise<void> {
   await sim.close();
   await broker.close();
   logger.flush();
+  plain('demo stopped\n');
+  await sink?.flushed();
   rmSync(dir, { recursive: true, force: true });
-  opts.out('demo stopped\n');
 }
 
 function demoActions(p: Parts, event: (text: string) => void): { key(k: string): Promise<void> } {

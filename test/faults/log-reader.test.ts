@@ -1,9 +1,9 @@
 import { spawn } from 'node:child_process';
-import { closeSync, mkdtempSync, openSync, writeFileSync } from 'node:fs';
+import { closeSync, mkdtempSync, openSync, readdirSync, readFileSync, readlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Pool } from 'undici';
-import { afterAll, beforeAll, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { signBody } from '../../agent/http/sign.js';
 import { Simulator } from '../../agent/simulator/simulator.js';
 import { AgentProcess, track } from '../helpers/agent-process.js';
@@ -131,3 +131,68 @@ describeWith('mosquitto', 'a stdout that stops taking log lines', () => {
     expect(stderr).toBe('');
   }, 60_000);
 });
+
+/** TCP ports the process listens on: its socket fds matched against the kernel's listening sockets. */
+function listeningPorts(pid: number): number[] {
+  const inodes = new Set<string>();
+  for (const fd of readdirSync(`/proc/${pid}/fd`)) {
+    try {
+      const m = /^socket:\[(\d+)\]$/.exec(readlinkSync(`/proc/${pid}/fd/${fd}`));
+      if (m) inodes.add(m[1] as string);
+    } catch {
+      // closed meanwhile
+    }
+  }
+  const ports: number[] = [];
+  for (const table of ['tcp', 'tcp6']) {
+    for (const row of readFileSync(`/proc/${pid}/net/${table}`, 'utf8').split('\n').slice(1)) {
+      const f = row.trim().split(/\s+/);
+      if (f[3] === '0A' && inodes.has(f[9] as string)) ports.push(parseInt((f[1] as string).split(':')[1] as string, 16));
+    }
+  }
+  return ports;
+}
+
+/** The command with stdout on /dev/full, which fails every write with ENOSPC, as a file on a full disk does. */
+function onFullDisk(args: string[]): { child: ReturnType<typeof spawn>; stderr: () => string; exited: Promise<number | null> } {
+  const full = openSync('/dev/full', 'w');
+  const child = track(spawn(process.execPath, [MAIN, ...args], { stdio: ['ignore', full, 'pipe'] }));
+  closeSync(full);
+  let stderr = '';
+  child.stderr?.on('data', (d: Buffer) => (stderr += d.toString()));
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  return { child, stderr: () => stderr, exited };
+}
+
+describe('the other long-running commands on a stdout that fails', () => {
+  // Before: they logged through pino's default destination, whose ENOSPC went uncaught: the
+  // simulator never answered, and neither stopped on SIGTERM (their exit retried the write forever).
+  it('simulate serves the vendor API and stops on SIGTERM', async () => {
+    const port = await freePort();
+    const sim = onFullDisk(['simulate', '--port', String(port), '--api-key', 'full-key']);
+    await waitFor(
+      async () => (await fetch(`http://127.0.0.1:${port}/api/chair/lists`, { headers: { Apikey: 'full-key' } }).catch(() => null))?.status === 200,
+      () => `the simulator answering (stderr: ${sim.stderr().slice(-500)})`,
+      30_000,
+    );
+    sim.child.kill('SIGTERM');
+    expect(await sim.exited).toBe(0);
+    expect(sim.stderr()).toBe('');
+  }, 60_000);
+
+  it('demo runs its agent, simulator and broker, and stops on SIGTERM', async () => {
+    const demo = onFullDisk(['demo']);
+    // Its addresses go to the stdout that fails: the agent is the one of its listeners with /healthz.
+    const agentUp = async (): Promise<boolean> => {
+      for (const p of listeningPorts(demo.child.pid as number)) {
+        if ((await fetch(`http://127.0.0.1:${p}/healthz`).catch(() => null))?.status === 200) return true;
+      }
+      return false;
+    };
+    await waitFor(agentUp, () => `the demo's agent answering /healthz (stderr: ${demo.stderr().slice(-500)})`, 30_000);
+    demo.child.kill('SIGTERM');
+    expect(await demo.exited).toBe(0);
+    expect(demo.stderr()).toBe('');
+  }, 60_000);
+});
+

@@ -10,6 +10,7 @@ export async function demoCommand(args: ParsedArgs, ctx: CommandContext): Promis
     minuteSeconds,
     tty: ctx.stdin && ctx.stdoutIsTTY ? { input: ctx.stdin, write: ctx.stdout } : undefined,
     out: ctx.stdout,
+    logOutput: ctx.logOutput,
     signal: ctx.signal,
   });
   return EXIT_OK;

@@ -1,3 +1,4 @@
+import { streamLogSink } from '../../platform/log-sink.js';
 import { createLogger } from '../../platform/logger.js';
 import { Simulator, SIM_DEFAULT_API_KEY, SIM_DEFAULT_WEBHOOK_SECRET } from '../../simulator/simulator.js';
 import type { LoadedConfig } from '../../config/load.js';
@@ -51,7 +52,9 @@ export async function simulateCommand(args: ParsedArgs, ctx: CommandContext): Pr
   const apiKey = (v['api-key'] as string | undefined) ?? loaded?.config.vendor.apiKey ?? SIM_DEFAULT_API_KEY;
   const webhookUrl = (v['webhook-url'] as string | undefined) ?? (loaded ? webhookUrlOf(loaded) : undefined);
   const secret = (v['webhook-secret'] as string | undefined) ?? loaded?.config.webhook.channelSecret ?? SIM_DEFAULT_WEBHOOK_SECRET;
-  const logger = createLogger({ level: 'info', secrets: [apiKey, secret] }).child({ component: 'simulator' });
+  // As `run` logs: a stdout that fails (a full disk) or stops reading never stops the simulator.
+  const sink = ctx.logOutput ? streamLogSink(ctx.logOutput()) : undefined;
+  const logger = createLogger({ level: 'info', destination: sink, secrets: [apiKey, secret] }).child({ component: 'simulator' });
   const sim = new Simulator({
     host: (v['host'] as string | undefined) ?? where?.host ?? '127.0.0.1',
     port,
@@ -75,5 +78,6 @@ export async function simulateCommand(args: ParsedArgs, ctx: CommandContext): Pr
   });
   await sim.close();
   logger.flush();
+  await sink?.flushed();
   return EXIT_OK;
 }
