@@ -67,7 +67,11 @@ export async function runDemo(opts: DemoOptions): Promise<void> {
   // with the demo's own lines. Either way through the sink `run` logs with: a full disk or a
   // reader that stops never stops the demo.
   const logFile = join(dir, 'agent.log');
-  const sink = opts.tty ? streamLogSink(createWriteStream(logFile)) : opts.logOutput ? streamLogSink(opts.logOutput()) : undefined;
+  const sink = opts.tty
+    ? streamLogSink(createWriteStream(logFile), { reopen: () => createWriteStream(logFile, { flags: 'a' }) })
+    : opts.logOutput
+      ? streamLogSink(opts.logOutput(), { reopen: opts.logOutput })
+      : undefined;
   const plain = (text: string): void => (sink && !opts.tty ? sink.write(text) : opts.out(text));
   const event = (text: string): void => {
     const line = `${formatVendorTime(Date.now(), tz).slice(11)}  ${text}`;
@@ -183,6 +187,7 @@ export async function runDemo(opts: DemoOptions): Promise<void> {
   logger.flush();
   plain('demo stopped\n');
   await sink?.flushed();
+  sink?.close();
   rmSync(dir, { recursive: true, force: true });
 }
 

@@ -3,6 +3,21 @@ import type { DestinationStream } from 'pino';
 
 /** What a stalled reader may leave queued in the agent: past it, lines are dropped and counted. */
 export const LOG_QUEUE_MAX_BYTES = 1024 * 1024;
+/** After a stream fails, a new one is tried this often (when the sink can open one). */
+export const LOG_RETRY_MS = 5_000;
+
+export interface LogSinkOptions {
+  /** Past this many bytes queued, lines are dropped and counted (default LOG_QUEUE_MAX_BYTES). */
+  maxQueuedBytes?: number;
+  now?: () => Date;
+  /**
+   * A new stream to the same place, tried every `retryMs` after the current one failed (a file on
+   * a disk that was full). Without it, or when it gives back the stream that failed (a pipe whose
+   * reader is gone), lines stay dropped.
+   */
+  reopen?: () => Writable;
+  retryMs?: number;
+}
 
 /**
  * Log lines to standard output, as `run` writes them, so that nothing stdout does can stop the
@@ -16,18 +31,40 @@ export const LOG_QUEUE_MAX_BYTES = 1024 * 1024;
  * A reader that stops (journald stalled on its own fsyncs), or a terminal paused with Ctrl-S,
  * would grow the queue without bound: past `maxQueuedBytes`, lines are dropped, and a line that
  * says how many is written as soon as the reader has caught up. A stream that fails (EPIPE: the
- * reader gone; ENOSPC: a full disk) drops every line after it; it is not a reason to stop the
- * agent, nor to hang its exit retrying.
+ * reader gone; ENOSPC: a full disk) drops the lines after it; it is not a reason to stop the
+ * agent, nor to hang its exit retrying. With `reopen`, a new stream is tried every `retryMs`
+ * (a file on a disk that has room again, a log file truncated under its size limit), and the
+ * first line it takes says how many were dropped meanwhile.
  */
 export class StreamLogSink implements DestinationStream {
   private dropped = 0;
   private broken = false;
+  private retryTimer: NodeJS.Timeout | null = null;
+  /** Lines were dropped because a stream failed, not (only) because its reader was behind. */
+  private failedSince = false;
 
   constructor(
-    private readonly out: Writable,
-    private readonly maxQueuedBytes = LOG_QUEUE_MAX_BYTES,
-    private readonly now: () => Date = () => new Date(),
+    private out: Writable,
+    private readonly opts: LogSinkOptions = {},
   ) {}
+
+  private get maxQueuedBytes(): number {
+    return this.opts.maxQueuedBytes ?? LOG_QUEUE_MAX_BYTES;
+  }
+
+  private now(): Date {
+    return this.opts.now?.() ?? new Date();
+  }
+
+  /** Takes the stream's events: 'drain' reports what was dropped; 'error' is taken (a failed write must not end the process). */
+  attach(out: Writable): void {
+    out.on('drain', () => {
+      if (out === this.out) this.reportDropped();
+    });
+    out.on('error', () => {
+      if (out === this.out) this.fail();
+    });
+  }
 
   write(line: string): void {
     if (this.broken || this.out.writableLength >= this.maxQueuedBytes) {
@@ -41,13 +78,43 @@ export class StreamLogSink implements DestinationStream {
   /** The reader caught up (the stream's 'drain'): the count goes out now, not with some later line. */
   reportDropped(): void {
     if (this.dropped === 0 || this.broken) return;
-    this.out.write(droppedLine(this.dropped, this.now()));
+    const count = this.dropped;
     this.dropped = 0;
+    // If this write fails too (the file still full), the count is kept for the next stream.
+    this.out.write(droppedLine(count, this.failedSince, this.now()), (err) => {
+      if (err) this.dropped += count;
+    });
+    this.failedSince = false;
   }
 
-  /** The stream failed: nothing more can be written to it. */
+  /** The stream failed: nothing more can be written to it; a new one is tried later, if the sink can open one. */
   fail(): void {
     this.broken = true;
+    this.failedSince = true;
+    if (this.opts.reopen && !this.retryTimer) this.retryTimer = setTimeout(() => this.retry(), this.opts.retryMs ?? LOG_RETRY_MS).unref();
+  }
+
+  private retry(): void {
+    this.retryTimer = null;
+    let next: Writable;
+    try {
+      next = (this.opts.reopen as () => Writable)();
+    } catch {
+      return this.fail();
+    }
+    // The same stream again is a pipe whose reader is gone: it never comes back.
+    if (next === this.out) return;
+    if (next.destroyed) return this.fail();
+    this.out = next;
+    this.broken = false;
+    this.attach(next);
+    this.reportDropped();
+  }
+
+  /** No more retries (the command is ending). */
+  close(): void {
+    if (this.retryTimer) clearTimeout(this.retryTimer);
+    this.retryTimer = null;
   }
 
   /**
@@ -69,17 +136,19 @@ export class StreamLogSink implements DestinationStream {
 }
 
 /** The line that reports drops, in the logger's own format (pino's JSON with level labels). */
-function droppedLine(count: number, at: Date): string {
-  return `${JSON.stringify({ level: 'warn', time: at.toISOString(), component: 'logger', dropped: count, msg: 'log lines dropped: the log reader fell behind' })}\n`;
+function droppedLine(count: number, failed: boolean, at: Date): string {
+  const line = failed
+    ? { level: 'warn', time: at.toISOString(), component: 'logger', dropped: count, msg: 'log lines dropped: writing them failed (a full disk?); written again since' }
+    : { level: 'warn', time: at.toISOString(), component: 'logger', dropped: count, msg: 'log lines dropped: the log reader fell behind' };
+  return `${JSON.stringify(line)}\n`;
 }
 
 /**
  * A sink over `out`, which from now on has two listeners: 'drain' reports what was dropped, and
  * 'error' is taken (a failed write must not end the process).
  */
-export function streamLogSink(out: Writable, maxQueuedBytes = LOG_QUEUE_MAX_BYTES, now?: () => Date): StreamLogSink {
-  const sink = new StreamLogSink(out, maxQueuedBytes, now);
-  out.on('drain', () => sink.reportDropped());
-  out.on('error', () => sink.fail());
+export function streamLogSink(out: Writable, opts: LogSinkOptions = {}): StreamLogSink {
+  const sink = new StreamLogSink(out, opts);
+  sink.attach(out);
   return sink;
 }

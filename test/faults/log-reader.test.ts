@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process';
-import { closeSync, mkdtempSync, openSync, readdirSync, readFileSync, readlinkSync, writeFileSync } from 'node:fs';
+import { closeSync, mkdtempSync, openSync, readdirSync, readFileSync, readlinkSync, statSync, truncateSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Pool } from 'undici';
@@ -12,7 +12,7 @@ import { freePort } from '../helpers/ports.js';
 import { startBroker, type TestBroker } from '../helpers/broker.js';
 import { vendorRecord } from '../helpers/records.js';
 import { Subscriber } from '../helpers/subscriber.js';
-import { describeWith } from '../helpers/tools.js';
+import { describeWith, itWith } from '../helpers/tools.js';
 import { waitFor } from '../helpers/wait.js';
 
 const SECRET = 'log-reader-secret';
@@ -30,7 +30,7 @@ afterAll(async () => {
   await broker.stop();
 });
 
-function configFor(site: string, dir: string, port: number): string {
+function configFor(site: string, dir: string, port: number, storage = join(dir, 'agent.db')): string {
   const config = join(dir, 'config.yaml');
   writeFileSync(
     config,
@@ -40,7 +40,7 @@ webhook: {channelSecret: ${SECRET}}
 transactions: {syncSchedule: "0 0 0 1 1 *"}
 http: {host: 127.0.0.1, port: ${port}}
 mqtt: {url: "${broker.url}"}
-storage: {path: ${join(dir, 'agent.db')}}
+storage: {path: "${storage}"}
 `,
   );
   return config;
@@ -130,6 +130,56 @@ describeWith('mosquitto', 'a stdout that stops taking log lines', () => {
     expect(await exited).toBe(0);
     expect(stderr).toBe('');
   }, 60_000);
+
+  itWith('prlimit', 'writes its log file again once it has room, and says how many lines it could not write', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'log-room-'));
+    const log = join(dir, 'agent.log');
+    const port = await freePort();
+    // The database in memory: the file-size limit below is then the log file's alone.
+    const config = configFor('logroom', dir, port, ':memory:');
+    // A log file that can take no more: an 8 KiB size limit (RLIMIT_FSIZE, set by util-linux's
+    // prlimit) stands for a full disk, and truncating the file, as logrotate's copytruncate does,
+    // for room made again. SIGXFSZ is ignored (the shell's trap lasts through the execs), so a write
+    // past the limit fails with EFBIG instead of killing the process.
+    const child = track(
+      spawn('sh', ['-c', 'trap "" XFSZ; exec prlimit --fsize=8192 "$0" "$@" >>"$LOG"', process.execPath, MAIN, 'run', '--config', config], {
+        stdio: ['ignore', 'ignore', 'pipe'],
+        env: { ...process.env, LOG: log },
+      }),
+    );
+    let stderr = '';
+    child.stderr?.on('data', (d: Buffer) => (stderr += d.toString()));
+    const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+    const pool = new Pool(`http://127.0.0.1:${port}`, { connections: 4 });
+    const size = (): number => statSync(log).size;
+    try {
+      await waitFor(async () => (await fetch(`http://127.0.0.1:${port}/healthz`).catch(() => null)) !== null, () => `the agent answering (stderr: ${stderr.slice(-500)})`, 30_000);
+      // About 170 bytes of log per record: 100 of them are more than the file can take.
+      const first = Array.from({ length: 100 }, (_, i) => `ROOM-${i}`);
+      expect((await sendWebhooks(pool, first)).filter((s) => s === 200)).toHaveLength(first.length);
+      await waitFor(() => size() === 8192, () => `the log file at its limit (${size()} bytes)`);
+      expect(await sendWebhooks(pool, ['ROOM-FULL'])).toEqual([200]);
+
+      truncateSync(log, 0);
+      // A new write stream is tried every few seconds: the next record's line lands in the file.
+      await waitFor(
+        async () => {
+          expect(await sendWebhooks(pool, [`ROOM-AFTER-${Date.now()}`])).toEqual([200]);
+          return readFileSync(log, 'utf8').includes('ROOM-AFTER-');
+        },
+        'a line written after the truncation',
+        30_000,
+      );
+      const lines = readFileSync(log, 'utf8').trimEnd().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>);
+      expect(lines[0]).toMatchObject({ level: 'warn', msg: 'log lines dropped: writing them failed (a full disk?); written again since' });
+      expect(lines[0]?.['dropped']).toBeGreaterThan(0);
+    } finally {
+      await pool.close();
+    }
+    child.kill('SIGTERM');
+    expect(await exited).toBe(0);
+    expect(stderr).toBe('');
+  }, 90_000);
 });
 
 /** TCP ports the process listens on: its socket fds matched against the kernel's listening sockets. */

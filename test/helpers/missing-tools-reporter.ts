@@ -13,6 +13,7 @@ const HOW: Record<string, string> = {
   python3: 'install python3 to run them',
   chromium: 'install chromium to run them (sudo apt install chromium)',
   root: 'they run as root only',
+  prlimit: 'install util-linux to run them (prlimit)',
 };
 
 /**

@@ -1,5 +1,5 @@
 import { Writable } from 'node:stream';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { StreamLogSink, streamLogSink } from '../../agent/platform/log-sink.js';
 
 /** A stream whose reader is stalled until `drain()`: everything written stays queued. */
@@ -15,12 +15,21 @@ class StalledPipe extends Writable {
   }
 }
 
+/** A stream that keeps each write it is given, as given. */
+class Recorder extends Writable {
+  readonly writes: string[] = [];
+  override _write(chunk: Buffer, _enc: BufferEncoding, done: () => void): void {
+    if (chunk.length > 0) this.writes.push(chunk.toString());
+    done();
+  }
+}
+
 const line = (n: number): string => `${JSON.stringify({ level: 'info', n, msg: 'x'.repeat(80) })}\n`;
 
 describe('log lines to a pipe whose reader stops', () => {
   it('queues at most the bound, counts what it drops, and says how many as soon as the reader catches up', async () => {
     const out = new StalledPipe({ highWaterMark: 1 });
-    const sink = streamLogSink(out, 1000, () => new Date('2026-11-26T10:00:00.000Z'));
+    const sink = streamLogSink(out, { maxQueuedBytes: 1000, now: () => new Date('2026-11-26T10:00:00.000Z') });
     for (let i = 0; i < 100; i++) sink.write(line(i));
     expect(out.writableLength).toBeLessThan(1000 + line(99).length);
     const dropped = sink.droppedLines;
@@ -49,7 +58,7 @@ describe('log lines to a pipe whose reader stops', () => {
 
   it('reports drops with the next line that fits when the queue never empties', () => {
     const out = new StalledPipe({ highWaterMark: 1 });
-    const sink = new StreamLogSink(out, 1000, () => new Date('2026-11-26T10:00:00.000Z'));
+    const sink = new StreamLogSink(out, { maxQueuedBytes: 1000, now: () => new Date('2026-11-26T10:00:00.000Z') });
     for (let i = 0; i < 20; i++) sink.write(line(i));
     const dropped = sink.droppedLines;
     expect(dropped).toBeGreaterThan(0);
@@ -92,5 +101,73 @@ describe('log lines to a pipe whose reader stops', () => {
         void sink.flushed().then(resolve);
       }),
     );
+  });
+});
+
+describe('a log stream that fails, and a new one later', () => {
+  const failing = (): Writable => new Writable({ write: (_c, _e, done) => done(Object.assign(new Error('write ENOSPC'), { code: 'ENOSPC' })) });
+  const tick = (): Promise<void> => new Promise((r) => setImmediate(r));
+
+  it('drops lines while it is failed, then writes to a new stream, the count first', async () => {
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
+    try {
+      const next = new Recorder();
+      let opened = 0;
+      const sink = streamLogSink(failing(), { reopen: () => (opened++, next), retryMs: 5000, now: () => new Date('2026-11-26T10:00:00.000Z') });
+      sink.write(line(1));
+      await tick(); // the write's error
+      sink.write(line(2));
+      sink.write(line(3));
+      expect(sink.droppedLines).toBe(2);
+      vi.advanceTimersByTime(4999);
+      expect(opened).toBe(0);
+      vi.advanceTimersByTime(1);
+      expect(opened).toBe(1);
+      sink.write(line(4));
+      expect(next.writes.map((w) => JSON.parse(w) as Record<string, unknown>)).toEqual([
+        { level: 'warn', time: '2026-11-26T10:00:00.000Z', component: 'logger', dropped: 2, msg: 'log lines dropped: writing them failed (a full disk?); written again since' },
+        JSON.parse(line(4)),
+      ]);
+      sink.close();
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+
+  it('keeps trying while the new stream fails too, and keeps the count', async () => {
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
+    try {
+      const last = new Recorder();
+      const streams = [failing(), last];
+      const sink = streamLogSink(failing(), { reopen: () => streams.shift() as Writable, retryMs: 1000 });
+      sink.write(line(1));
+      await tick();
+      sink.write(line(2));
+      vi.advanceTimersByTime(1000); // the second stream: it fails the count's write
+      await tick();
+      sink.write(line(3));
+      vi.advanceTimersByTime(1000);
+      expect(last.writes.map((w) => (JSON.parse(w) as { dropped?: number }).dropped)).toEqual([2]);
+      sink.close();
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+
+  it('does not try again when the one stream there is has failed (a pipe whose reader is gone)', async () => {
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
+    try {
+      const out = failing();
+      let opened = 0;
+      const sink = streamLogSink(out, { reopen: () => (opened++, out), retryMs: 1000 });
+      sink.write(line(1));
+      await tick();
+      vi.advanceTimersByTime(10_000);
+      expect(opened).toBe(1);
+      sink.write(line(2));
+      expect(sink.droppedLines).toBe(1);
+    } finally {
+      vi.useRealTimers();
+    }
   });
 });

@@ -37,7 +37,7 @@ export async function runCommand(args: ParsedArgs, ctx: CommandContext, loading?
   if (!loaded) return EXIT_CONFIG;
   const { config } = loaded;
   const pretty = args.values['pretty'] === true ? await prettyDestination(ctx) : undefined;
-  const sink = pretty || !ctx.logOutput ? undefined : streamLogSink(ctx.logOutput());
+  const sink = pretty || !ctx.logOutput ? undefined : streamLogSink(ctx.logOutput(), { reopen: ctx.logOutput });
   const destination = pretty ?? sink;
   const logger = createLogger({ level: config.log.level, destination, secrets: secretValues(config) });
   const agent = build(config, { logger });
@@ -48,6 +48,7 @@ export async function runCommand(args: ParsedArgs, ctx: CommandContext, loading?
     logger.fatal({ err: errorMessage(err) }, 'agent failed to start');
     logger.flush();
     await sink?.flushed();
+    sink?.close();
     return EXIT_FAILURE;
   }
   // READY once the database and the listener are up and the broker has been tried once.
@@ -68,5 +69,6 @@ export async function runCommand(args: ParsedArgs, ctx: CommandContext, loading?
   logger.info('stopped');
   logger.flush();
   await sink?.flushed();
+  sink?.close();
   return EXIT_OK;
 }

@@ -53,7 +53,7 @@ export async function simulateCommand(args: ParsedArgs, ctx: CommandContext): Pr
   const webhookUrl = (v['webhook-url'] as string | undefined) ?? (loaded ? webhookUrlOf(loaded) : undefined);
   const secret = (v['webhook-secret'] as string | undefined) ?? loaded?.config.webhook.channelSecret ?? SIM_DEFAULT_WEBHOOK_SECRET;
   // As `run` logs: a stdout that fails (a full disk) or stops reading never stops the simulator.
-  const sink = ctx.logOutput ? streamLogSink(ctx.logOutput()) : undefined;
+  const sink = ctx.logOutput ? streamLogSink(ctx.logOutput(), { reopen: ctx.logOutput }) : undefined;
   const logger = createLogger({ level: 'info', destination: sink, secrets: [apiKey, secret] }).child({ component: 'simulator' });
   const sim = new Simulator({
     host: (v['host'] as string | undefined) ?? where?.host ?? '127.0.0.1',
@@ -79,5 +79,6 @@ export async function simulateCommand(args: ParsedArgs, ctx: CommandContext): Pr
   await sim.close();
   logger.flush();
   await sink?.flushed();
+  sink?.close();
   return EXIT_OK;
 }
