@@ -1,5 +1,5 @@
 import { Writable } from 'node:stream';
-import { describe, expect, it, vi } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { StreamLogSink, streamLogSink } from '../../agent/platform/log-sink.js';
 
 /** A stream whose reader is stalled until `drain()`: everything written stays queued. */
@@ -107,67 +107,55 @@ describe('log lines to a pipe whose reader stops', () => {
 describe('a log stream that fails, and a new one later', () => {
   const failing = (): Writable => new Writable({ write: (_c, _e, done) => done(Object.assign(new Error('write ENOSPC'), { code: 'ENOSPC' })) });
   const tick = (): Promise<void> => new Promise((r) => setImmediate(r));
+  // Only the retry's timer is faked: the streams' errors still come on the next tick.
+  beforeEach(() => void vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] }));
+  afterEach(() => void vi.useRealTimers());
 
   it('drops lines while it is failed, then writes to a new stream, the count first', async () => {
-    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
-    try {
-      const next = new Recorder();
-      let opened = 0;
-      const sink = streamLogSink(failing(), { reopen: () => (opened++, next), retryMs: 5000, now: () => new Date('2026-11-26T10:00:00.000Z') });
-      sink.write(line(1));
-      await tick(); // the write's error
-      sink.write(line(2));
-      sink.write(line(3));
-      expect(sink.droppedLines).toBe(2);
-      vi.advanceTimersByTime(4999);
-      expect(opened).toBe(0);
-      vi.advanceTimersByTime(1);
-      expect(opened).toBe(1);
-      sink.write(line(4));
-      expect(next.writes.map((w) => JSON.parse(w) as Record<string, unknown>)).toEqual([
-        { level: 'warn', time: '2026-11-26T10:00:00.000Z', component: 'logger', dropped: 2, msg: 'log lines dropped: writing them failed (a full disk?); written again since' },
-        JSON.parse(line(4)),
-      ]);
-      sink.close();
-    } finally {
-      vi.useRealTimers();
-    }
+    const next = new Recorder();
+    let opened = 0;
+    const sink = streamLogSink(failing(), { reopen: () => (opened++, next), retryMs: 5000, now: () => new Date('2026-11-26T10:00:00.000Z') });
+    sink.write(line(1));
+    await tick(); // the write's error
+    sink.write(line(2));
+    sink.write(line(3));
+    expect(sink.droppedLines).toBe(2);
+    vi.advanceTimersByTime(4999);
+    expect(opened).toBe(0);
+    vi.advanceTimersByTime(1);
+    expect(opened).toBe(1);
+    sink.write(line(4));
+    expect(next.writes.map((w) => JSON.parse(w) as Record<string, unknown>)).toEqual([
+      { level: 'warn', time: '2026-11-26T10:00:00.000Z', component: 'logger', dropped: 2, msg: 'log lines dropped: writing them failed (a full disk?); written again since' },
+      JSON.parse(line(4)),
+    ]);
+    sink.close();
   });
 
   it('keeps trying while the new stream fails too, and keeps the count', async () => {
-    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
-    try {
-      const last = new Recorder();
-      const streams = [failing(), last];
-      const sink = streamLogSink(failing(), { reopen: () => streams.shift() as Writable, retryMs: 1000 });
-      sink.write(line(1));
-      await tick();
-      sink.write(line(2));
-      vi.advanceTimersByTime(1000); // the second stream: it fails the count's write
-      await tick();
-      sink.write(line(3));
-      vi.advanceTimersByTime(1000);
-      expect(last.writes.map((w) => (JSON.parse(w) as { dropped?: number }).dropped)).toEqual([2]);
-      sink.close();
-    } finally {
-      vi.useRealTimers();
-    }
+    const last = new Recorder();
+    const streams = [failing(), last];
+    const sink = streamLogSink(failing(), { reopen: () => streams.shift() as Writable, retryMs: 1000 });
+    sink.write(line(1));
+    await tick();
+    sink.write(line(2));
+    vi.advanceTimersByTime(1000); // the second stream: it fails the count's write
+    await tick();
+    sink.write(line(3));
+    vi.advanceTimersByTime(1000);
+    expect(last.writes.map((w) => (JSON.parse(w) as { dropped?: number }).dropped)).toEqual([2]);
+    sink.close();
   });
 
   it('does not try again when the one stream there is has failed (a pipe whose reader is gone)', async () => {
-    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
-    try {
-      const out = failing();
-      let opened = 0;
-      const sink = streamLogSink(out, { reopen: () => (opened++, out), retryMs: 1000 });
-      sink.write(line(1));
-      await tick();
-      vi.advanceTimersByTime(10_000);
-      expect(opened).toBe(1);
-      sink.write(line(2));
-      expect(sink.droppedLines).toBe(1);
-    } finally {
-      vi.useRealTimers();
-    }
+    const out = failing();
+    let opened = 0;
+    const sink = streamLogSink(out, { reopen: () => (opened++, out), retryMs: 1000 });
+    sink.write(line(1));
+    await tick();
+    vi.advanceTimersByTime(10_000);
+    expect(opened).toBe(1);
+    sink.write(line(2));
+    expect(sink.droppedLines).toBe(1);
   });
 });
