@@ -137,10 +137,8 @@ export class StreamLogSink implements DestinationStream {
 
 /** The line that reports drops, in the logger's own format (pino's JSON with level labels). */
 function droppedLine(count: number, failed: boolean, at: Date): string {
-  const line = failed
-    ? { level: 'warn', time: at.toISOString(), component: 'logger', dropped: count, msg: 'log lines dropped: writing them failed (a full disk?); written again since' }
-    : { level: 'warn', time: at.toISOString(), component: 'logger', dropped: count, msg: 'log lines dropped: the log reader fell behind' };
-  return `${JSON.stringify(line)}\n`;
+  const why = failed ? 'writing them failed (a full disk?); written again since' : 'the log reader fell behind';
+  return `${JSON.stringify({ level: 'warn', time: at.toISOString(), component: 'logger', dropped: count, msg: `log lines dropped: ${why}` })}\n`;
 }
 
 /**
