@@ -7,6 +7,7 @@ import { startRig, type Rig } from '../helpers/rig.js';
 import { retainedOn, Subscriber } from '../helpers/subscriber.js';
 import { waitFor } from '../helpers/wait.js';
 import { describeWith } from '../helpers/tools.js';
+import { publishOnce } from '../helpers/publish-once.js';
 
 const B = 'chair-agent/clients';
 
@@ -35,12 +36,28 @@ describeWith('mosquitto', 'start commands that could hurt the agent', () => {
   it('refuses a response topic with a wildcard or inside its own topics, without publishing there', async () => {
     if (!rig.broker.mqtt5) return;
     const before = rig.sim.requests.control;
-    // Mosquitto forwards these; one with a control character never reaches the agent (Mosquitto drops its sender).
-    for (const responseTopic of ['replies/#', 'replies/+/x', `${B}/transactions/MC7001`, `${B}/bridge/state`, '$SYS/x']) {
+    const refusedByTheAgent = async (responseTopic: string, since: number): Promise<void> => {
+      const answer = await sub.waitFor((m) => m.topic === `${B}/chairs/MC7001/start/response`, `the answer for ${JSON.stringify(responseTopic)}`, since);
+      expect(JSON.parse(answer.text)).toEqual({ status: 'error', error: 'invalid_response_topic', transaction: 't1' });
+    };
+    // A wildcard: Mosquitto 2.0.11 forwards it and the agent refuses it; 2.0.21 drops the sender
+    // (Protocol Error) and nothing reaches the agent. Either way no chair starts.
+    for (const responseTopic of ['replies/#', 'replies/+/x']) {
+      const mark = sub.mark();
+      const outcome = await publishOnce(rig.broker.url, `${B}/chairs/MC7001/start`, '{"transaction":"t1"}', { properties: { responseTopic, correlationData: Buffer.from('c1') } });
+      if (outcome.accepted) await refusedByTheAgent(responseTopic, mark);
+      else {
+        expect(outcome.reasonCode).toBe(0x82);
+        await client.publishAsync(`${B}/chairs/UNKNOWN/start`, '{}', { qos: 1 });
+        await sub.waitFor((m) => m.topic === `${B}/chairs/UNKNOWN/start/response`, 'a later answer', mark);
+        expect(sub.messages.slice(mark).filter((m) => m.topic === `${B}/chairs/MC7001/start/response`)).toEqual([]);
+      }
+    }
+    // Inside its own namespace or $SYS: every broker forwards these, and the agent must refuse them.
+    for (const responseTopic of [`${B}/transactions/MC7001`, `${B}/bridge/state`, '$SYS/x']) {
       const mark = sub.mark();
       await client.publishAsync(`${B}/chairs/MC7001/start`, '{"transaction":"t1"}', { qos: 1, properties: { responseTopic, correlationData: Buffer.from('c1') } });
-      const answer = await sub.waitFor((m) => m.topic === `${B}/chairs/MC7001/start/response`, `the answer for ${JSON.stringify(responseTopic)}`, mark);
-      expect(JSON.parse(answer.text)).toEqual({ status: 'error', error: 'invalid_response_topic', transaction: 't1' });
+      await refusedByTheAgent(responseTopic, mark);
     }
     expect(rig.sim.requests.control).toBe(before);
     expect(sub.messages.filter((m) => m.topic.startsWith(`${B}/transactions/`) || m.topic === `${B}/bridge/state` && m.text !== '{"state":"online"}')).toEqual([]);
