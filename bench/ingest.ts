@@ -37,6 +37,9 @@ export interface IngestResult {
   ratio: Paired;
   /** Agent bytes per record over the peer's. */
   bytesRatio: number;
+  /** With `threadPeer`: the peer with its commit on a worker thread, and its rate over the peer's per round. */
+  threadPeer?: IngestSide;
+  threadRatio?: Paired;
 }
 
 export interface IngestOptions {
@@ -46,6 +49,11 @@ export interface IngestOptions {
   fsyncMs?: number;
   /** The fsync-delay shim (bench/lib/slow-fsync.ts), when fsyncMs > 0. */
   shim?: string;
+  /**
+   * Also the peer with its commit on a worker thread (its `thread` mode), in the same rounds: what
+   * keeping the event loop off the disk costs a receiver that does nothing else.
+   */
+  threadPeer?: boolean;
 }
 
 async function waitHealthy(pool: Pool, path: string, what: () => string): Promise<void> {
@@ -123,10 +131,10 @@ storage: {path: ${db}}
   return { port, proc: startAgent(config, env), db };
 }
 
-async function peerSide(dir: string, env: NodeJS.ProcessEnv): Promise<{ port: number; proc: Proc; db: string }> {
+async function peerSide(dir: string, env: NodeJS.ProcessEnv, mode: 'inline' | 'thread' = 'inline'): Promise<{ port: number; proc: Proc; db: string }> {
   const port = await freePort();
-  const db = join(dir, `peer-${port}.db`);
-  const proc = spawnNode(join(BENCH_DIR, 'peers', 'webhook-peer.js'), [String(port), SECRET, db], env);
+  const db = join(dir, `peer-${mode}-${port}.db`);
+  const proc = spawnNode(join(BENCH_DIR, 'peers', 'webhook-peer.js'), [String(port), SECRET, db, mode], env);
   await proc.line((l) => l === 'listening', 'listening');
   return { port, proc, db };
 }
@@ -156,36 +164,43 @@ export async function benchIngest(o: IngestOptions): Promise<IngestResult> {
   const dir = mkdtempSync(join(tmpdir(), 'bench-ingest-'));
   const a = await agentSide(dir, sim, broker, env);
   const p = await peerSide(dir, env);
+  const t = o.threadPeer ? await peerSide(dir, env, 'thread') : null;
   const agentPool = new Pool(`http://127.0.0.1:${a.port}`);
   await waitHealthy(agentPool, '/healthz', () => a.proc.output());
   await agentPool.close();
-  const agent = { perSecond: [] as number[], latencies: [] as number[], bytes: 0 };
-  const peer = { perSecond: [] as number[], latencies: [] as number[], bytes: 0 };
+  type Side = { port: number; pid: number; db: string; perSecond: number[]; latencies: number[]; bytes: number };
+  const sideOf = (port: number, pid: number, db: string): Side => ({ port, pid, db, perSecond: [], latencies: [], bytes: 0 });
+  const agent = sideOf(a.port, a.proc.child.pid as number, a.db);
+  const peer = sideOf(p.port, p.proc.pid, p.db);
+  const thread = t ? sideOf(t.port, t.proc.pid, t.db) : null;
+  const sides = thread ? [agent, peer, thread] : [agent, peer];
   try {
-    await drive(a.port, 'warm-a', warm, concurrency, a.proc.child.pid as number, a.db);
-    await drive(p.port, 'warm-p', warm, concurrency, p.proc.pid, p.db);
+    for (const [i, s] of sides.entries()) await drive(s.port, `warm-${i}`, warm, concurrency, s.pid, s.db);
     for (let run = 0; run < runs; run++) {
-      const order: ['a' | 'p', number][] = run % 2 === 0 ? [['a', a.port], ['p', p.port]] : [['p', p.port], ['a', a.port]];
-      for (const [who, port] of order) {
-        const r = await drive(port, `${who}${run}`, requests, concurrency, who === 'a' ? (a.proc.child.pid as number) : p.proc.pid, who === 'a' ? a.db : p.db);
-        const side = who === 'a' ? agent : peer;
-        side.perSecond.push(r.perSecond);
-        side.latencies.push(...r.latencies);
-        side.bytes += r.bytes;
+      // Each side goes first in turn: none is always the one measured right after another's burst.
+      const order = sides.map((_, i) => sides[(i + run) % sides.length] as Side);
+      for (const s of order) {
+        const r = await drive(s.port, `${sides.indexOf(s)}-${run}`, requests, concurrency, s.pid, s.db);
+        s.perSecond.push(r.perSecond);
+        s.latencies.push(...r.latencies);
+        s.bytes += r.bytes;
       }
     }
     await a.proc.stop();
     await p.proc.stop();
+    await t?.proc.stop();
     const total = runs * requests + warm;
-    if (count(a.db) !== total || count(p.db) !== total) throw new Error(`stored ${count(a.db)} and ${count(p.db)} of ${total}`);
+    const counts = sides.map((s) => count(s.db));
+    if (counts.some((n) => n !== total)) throw new Error(`stored ${counts.join(', ')} of ${total}`);
   } finally {
     await a.proc.stop();
     await p.proc.stop();
+    await t?.proc.stop();
     await sim.close();
     await broker.stop();
     rmSync(dir, { recursive: true, force: true });
   }
-  const side = (s: typeof agent): IngestSide => ({
+  const side = (s: Side): IngestSide => ({
     perSecond: s.perSecond.map((x) => Math.round(x)),
     p50Ms: round(percentile(s.latencies, 50), 2),
     p99Ms: round(percentile(s.latencies, 99), 2),
@@ -193,5 +208,10 @@ export async function benchIngest(o: IngestOptions): Promise<IngestResult> {
   });
   const a2 = side(agent);
   const p2 = side(peer);
-  return { requests, concurrency, runs, fsyncMs, agent: a2, peer: p2, ratio: paired(agent.perSecond, peer.perSecond), bytesRatio: round(a2.bytesPerRecord / p2.bytesPerRecord, 2) };
+  const result: IngestResult = { requests, concurrency, runs, fsyncMs, agent: a2, peer: p2, ratio: paired(agent.perSecond, peer.perSecond), bytesRatio: round(a2.bytesPerRecord / p2.bytesPerRecord, 2) };
+  if (thread) {
+    result.threadPeer = side(thread);
+    result.threadRatio = paired(thread.perSecond, peer.perSecond);
+  }
+  return result;
 }

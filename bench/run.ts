@@ -147,20 +147,28 @@ if (want('ingest')) {
     { fsyncMs: 10, concurrency: 1, requests: 150, runs: 3 },
   ];
   const rows: string[] = [];
+  const threadRows: string[] = [];
   for (const c of cases) {
     if (c.fsyncMs > 0 && 'missing' in shim) {
       rows.push(`| ${c.fsyncMs} ms | ${c.concurrency} | skipped: ${shim.missing} | | | | |`);
       continue;
     }
     log(`webhook ingest: agent vs one-commit-per-request peer, ${c.concurrency} client(s), fsync +${c.fsyncMs} ms ...`);
-    const r = await benchIngest({ ...c, shim: 'path' in shim ? shim.path : undefined });
+    // One webhook at a time with an SD card's fsync: the peer with its commit on a writer thread too,
+    // the floor under any receiver whose event loop never waits on the disk.
+    const threadPeer = c.concurrency === 1 && c.fsyncMs > 0;
+    const r = await benchIngest({ ...c, shim: 'path' in shim ? shim.path : undefined, threadPeer });
     log(JSON.stringify(r));
+    if (r.threadPeer && r.threadRatio) {
+      threadRows.push(`| ${c.fsyncMs} ms | **${describePaired(r.threadRatio)}** | ${describePaired(r.ratio)} | ${r.threadPeer.p50Ms} / ${r.threadPeer.p99Ms} ms | ${r.threadPeer.perSecond.join(', ')} vs ${r.peer.perSecond.join(', ')} |`);
+    }
     rows.push(
       `| ${c.fsyncMs} ms | ${c.concurrency} | **${describePaired(r.ratio)}** | ${r.agent.p50Ms} / ${r.agent.p99Ms} ms | ${r.peer.p50Ms} / ${r.peer.p99Ms} ms | ${r.agent.bytesPerRecord} vs ${r.peer.bytesPerRecord} (${r.bytesRatio}) | ${r.agent.perSecond.join(', ')} vs ${r.peer.perSecond.join(', ')} |`,
     );
     if (c.fsyncMs === 0 && c.concurrency === 16) summary.push(`| Webhook ingest at 16 clients vs the one-commit-per-request peer (goal >= 1.5) | **${describePaired(r.ratio)}** (${ok(r.ratio.median, 1.5, false)}) |`);
     if (c.fsyncMs === 10 && c.concurrency === 16) summary.push(`| Webhook ingest at 16 clients with a 10 ms fsync (an SD card) vs the peer (goal >= 5) | **${describePaired(r.ratio)}** (${ok(r.ratio.median, 5, false)}) |`);
     if (c.fsyncMs > 0 && c.concurrency === 1) summary.push(`| One webhook at a time with a ${c.fsyncMs} ms fsync vs the peer (goal >= 1.0) | **${describePaired(r.ratio)}** (${ok(r.ratio.median, 1.0, false)}) |`);
+    if (r.threadRatio) summary.push(`| The same, the peer with its commit on a writer thread vs the peer (no goal: the floor under a loop that never waits on the disk) | **${describePaired(r.threadRatio)}** |`);
     if (c.fsyncMs === 0 && c.concurrency === 1) summary.push(`| Bytes written per record, one webhook at a time, vs the peer (goal <= 1.0) | **${r.bytesRatio}** (${ok(r.bytesRatio, 1.0, true)}): ${r.agent.bytesPerRecord} vs ${r.peer.bytesPerRecord} bytes |`);
   }
   log('hand-off to a worker thread and back, against the same wait on the main thread ...');
@@ -184,7 +192,16 @@ ${rows.join('\n')}
 
 A webhook that arrives alone pays for its commit running on the writer thread: the commit is
 handed to that thread and the answer handed back, and each hand-off wakes a thread that has been
-asleep (docs/ARCHITECTURE.md). What that costs on this machine (\`bench/handoff.ts\`): a message to
+asleep (docs/ARCHITECTURE.md). The peer pays it too when its commit runs on a worker thread (its
+\`thread\` mode, \`bench/peers/peer-writer.ts\`: the same commit, posted and awaited, nothing else
+added), measured in the same rounds as the one-client rows above: its rate over the peer's, beside
+the agent's.
+
+| fsync added | the peer on a writer thread vs the peer | the agent vs the peer | its p50 / p99 | per second, it vs the peer |
+|---|---|---|---|---|
+${threadRows.length > 0 ? threadRows.join('\n') : '| - | skipped: no fsync shim | | | |'}
+
+What the hand-off alone costs on this machine (\`bench/handoff.ts\`): a message to
 a worker thread that waits as long as the fsync would and answers, less the same wait made on the
 main thread, as the peer makes its fsync. Median of per-round differences of medians (min-max,
 rounds, load).

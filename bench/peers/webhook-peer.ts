@@ -3,19 +3,60 @@
  * body (64 KiB at most), checks base64(HMAC-SHA256(body, secret)) in constant time, parses it,
  * inserts the record with one better-sqlite3 commit (WAL, synchronous=FULL) and only then answers
  * 200 {}. One commit per request; no MQTT, no logging.
- * Usage: node dist/bench/peers/webhook-peer.js PORT SECRET DB_PATH. Prints "listening".
+ *
+ * With MODE `thread` the same commit runs on a worker thread (peer-writer.ts) and the event loop
+ * awaits its answer: what keeping the loop off the disk costs a receiver that does nothing else,
+ * the floor under the agent's own design (docs/ARCHITECTURE.md, "What one webhook at a time costs").
+ * Usage: node dist/bench/peers/webhook-peer.js PORT SECRET DB_PATH [inline|thread]. Prints "listening".
  */
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import { createServer } from 'node:http';
-import Database from 'better-sqlite3';
+import { Worker } from 'node:worker_threads';
+import { openPeerStore, type PeerRecord } from './peer-store.js';
+import type { PeerWriteReply, PeerWriteRequest } from './peer-writer.js';
 
-const [port, secret, dbPath] = process.argv.slice(2);
-if (!port || !secret || !dbPath) throw new Error('usage: webhook-peer PORT SECRET DB_PATH');
-const db = new Database(dbPath);
-db.pragma('journal_mode = WAL');
-db.pragma('synchronous = FULL');
-db.exec('CREATE TABLE IF NOT EXISTS transactions (transaction_id TEXT NOT NULL, status TEXT NOT NULL, record TEXT NOT NULL, PRIMARY KEY (transaction_id, status))');
-const insert = db.prepare('INSERT OR IGNORE INTO transactions (transaction_id, status, record) VALUES (?, ?, ?)');
+const [port, secret, dbPath, mode = 'inline'] = process.argv.slice(2);
+if (!port || !secret || !dbPath || (mode !== 'inline' && mode !== 'thread')) throw new Error('usage: webhook-peer PORT SECRET DB_PATH [inline|thread]');
+
+/** Calls `done` once the record's commit is on disk (inline: before it returns, no promise in between). */
+type Commit = (r: PeerRecord, done: (failed: boolean) => void) => void;
+
+function inlineCommit(path: string): { commit: Commit; close: () => void } {
+  const store = openPeerStore(path);
+  return {
+    commit: (r, done) => {
+      let failed = false;
+      try {
+        store.commit(r);
+      } catch {
+        failed = true;
+      }
+      done(failed);
+    },
+    close: store.close,
+  };
+}
+
+function threadCommit(path: string): { commit: Commit; close: () => void } {
+  const worker = new Worker(new URL('./peer-writer.js', import.meta.url), { workerData: path });
+  const waiting = new Map<number, (failed: boolean) => void>();
+  worker.on('message', (m: PeerWriteReply) => {
+    const done = waiting.get(m.id);
+    waiting.delete(m.id);
+    done?.(m.error !== undefined);
+  });
+  let nextId = 1;
+  return {
+    commit: (r, done) => {
+      const id = nextId++;
+      waiting.set(id, done);
+      worker.postMessage({ id, ...r } satisfies PeerWriteRequest);
+    },
+    close: () => void worker.terminate(),
+  };
+}
+
+const store = mode === 'thread' ? threadCommit(dbPath) : inlineCommit(dbPath);
 
 const server = createServer((req, res) => {
   const chunks: Buffer[] = [];
@@ -32,14 +73,18 @@ const server = createServer((req, res) => {
       res.writeHead(401).end();
       return;
     }
+    let rec: Record<string, unknown>;
     try {
-      const rec = JSON.parse(body.toString('utf8')) as Record<string, unknown>;
-      insert.run(String(rec['TransactionId']), String(rec['Status']), body.toString('utf8'));
-      res.writeHead(200, { 'content-type': 'application/json' }).end('{}');
+      rec = JSON.parse(body.toString('utf8')) as Record<string, unknown>;
     } catch {
       res.writeHead(400).end();
+      return;
     }
+    store.commit({ transactionId: String(rec['TransactionId']), status: String(rec['Status']), record: body.toString('utf8') }, (failed) => {
+      if (failed) res.writeHead(500).end();
+      else res.writeHead(200, { 'content-type': 'application/json' }).end('{}');
+    });
   });
 });
 server.listen(Number(port), '127.0.0.1', () => process.stdout.write('listening\n'));
-process.on('SIGTERM', () => server.close(() => (db.close(), process.exit(0))));
+process.on('SIGTERM', () => server.close(() => (store.close(), process.exit(0))));
