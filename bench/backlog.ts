@@ -147,9 +147,11 @@ log: {level: info}
   let pruned: number | null = null;
   let tail = '';
   agent.child.stdout?.on('data', (d: Buffer) => {
-    tail = (tail + d.toString()).slice(-4096);
-    const m = PRUNE_LINE.exec(tail);
-    if (m && pruned === null) pruned = m[1] === undefined ? -1 : Number(m[1]);
+    // Matched before trimming: one chunk may carry the line and more than the kept tail after it.
+    const text = tail + d.toString();
+    const m = pruned === null ? PRUNE_LINE.exec(text) : null;
+    if (m) pruned = m[1] === undefined ? -1 : Number(m[1]);
+    tail = text.slice(-4096);
   });
   const pool = new Pool(`http://127.0.0.1:${port}`, { connections: 1 });
   const controlPool = new Pool(`http://127.0.0.1:${controlPort}`, { connections: 1 });
