@@ -1,5 +1,6 @@
 import { existsSync } from 'node:fs';
 import * as nodeModule from 'node:module';
+import { dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import { deepFreeze } from '../core/deep-freeze.js';
@@ -24,7 +25,10 @@ function workerEntry(): string | null {
 export async function loadConfigDetached(path: string, sources: ConfigSources): Promise<LoadedConfig> {
   const entry = workerEntry();
   if (!entry) return (await import('./load.js')).loadConfig(path, sources);
-  const compileCacheDir = (nodeModule as { getCompileCacheDir?: () => string | undefined }).getCompileCacheDir?.();
+  // getCompileCacheDir() names the cache's subdirectory for this Node version; enabling the cache
+  // with it would put the worker's code one version directory deeper. Its parent is the cache.
+  const inUse = (nodeModule as { getCompileCacheDir?: () => string | undefined }).getCompileCacheDir?.();
+  const compileCacheDir = inUse === undefined ? undefined : dirname(inUse);
   const worker = new Worker(entry, {
     workerData: { path, sources: { env: { ...sources.env }, credentialsDirectory: sources.credentialsDirectory }, compileCacheDir },
   });

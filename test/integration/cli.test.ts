@@ -1,5 +1,5 @@
 import { spawnSync } from 'node:child_process';
-import { cpSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdtempSync, readdirSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -158,6 +158,31 @@ describe('the command line', () => {
     expect(bad.code).toBe(1);
     expect(bad.stderr).toContain('--minutes must be a whole number from 1 to 60');
     sim.model.chairs.get('MC7004')!.sessionEndsAt = null;
+  });
+
+  it("run keeps V8's compiled code in systemd's CacheDirectory, the config worker's too, and a second start writes none", async () => {
+    const cache = mkdtempSync(join(tmpdir(), 'compile-cache-'));
+    const path = writeConfig('cache.yaml', goodConfig('cache'));
+    const startAndStop = async (): Promise<void> => {
+      const agent = AgentProcess.start(['run', '--config', path], { CHAIR_AGENT_VENDOR_API_KEY: KEY, CHAIR_AGENT_WEBHOOK_SECRET: SECRET, CACHE_DIRECTORY: cache });
+      await agent.waitForLog((l) => l.msg === 'vendor API reachable', 'first poll');
+      expect(await agent.signal('SIGTERM')).toBe(0);
+    };
+    const files = (): Map<string, string> => {
+      const versions = readdirSync(cache);
+      expect(versions).toHaveLength(1);
+      expect(versions[0]).toMatch(/^v\d+\.\d+\.\d+-/);
+      const dir = join(cache, versions[0] as string);
+      const entries = readdirSync(dir, { withFileTypes: true });
+      // One directory per Node version, holding both threads' code: none nested in it.
+      expect(entries.filter((e) => !e.isFile()).map((e) => e.name)).toEqual([]);
+      return new Map(entries.map((e) => [e.name, `${statSync(join(dir, e.name)).size}@${statSync(join(dir, e.name)).mtimeMs}`]));
+    };
+    await startAndStop();
+    const first = files();
+    expect(first.size).toBeGreaterThan(0);
+    await startAndStop();
+    expect(files()).toEqual(first);
   });
 
   it('run exits 1 with a clear message when its port is taken', async () => {
