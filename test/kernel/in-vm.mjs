@@ -108,11 +108,13 @@ async function main() {
   // 4. --blink: each LED lit in turn, read back from the line.
   const blink = daemon(['gpio', '--blink', '--config', '/tmp/config.yaml']);
   const seen = new Set();
-  const end = Date.now() + 6000;
-  while (Date.now() < end && seen.size < 2) {
+  // Each LED is lit for 1 s in turn once the command is up, which under TCG can take seconds:
+  // watched until both were read back lit, or the blink has printed both LEDs off.
+  const blinkOver = () => (blink.output().match(/\): on, off/g) ?? []).length >= 2 || blink.child.exitCode !== null;
+  await waitFor(() => {
     for (const off of [5, 27]) if (level(off) === 1) seen.add(off);
-    await sleep(20);
-  }
+    return seen.size === 2 || blinkOver();
+  }, 'the blink of both LEDs', 60_000);
   blink.child.kill('SIGINT');
   const blinkExit = await blink.exited;
   expect(blinkExit === 0 || blinkExit === 130, `chair-agent gpio --blink stopped by Ctrl-C (exit ${blinkExit})`, blink.output());
