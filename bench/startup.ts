@@ -83,10 +83,14 @@ const side = (runs: number[]): StartupSide => ({ runs: runs.map((t) => Math.roun
  * From spawning the process to the first retained chair state at a subscriber: the agent
  * (`chair-agent run`, a separate process, as systemd starts it) against the bare poll-and-publish
  * loop (bench/peers/bare-poller.ts), alternating, each run on a site id never used before so no
- * retained message is already there. Then the agent alone on a copy of a database with 1M
- * undelivered and 1M expired records (the bare loop has no database to compare).
+ * retained message is already there. Then the agent on a copy of a database with 1M
+ * undelivered and 1M expired records, alternating with bare runs of its own rounds.
+ *
+ * Rounds: a start-up is a few hundred ms, and one round's ratio moves by a third on this kind of
+ * VM (1.05-1.56 within one run of 7): with 7 rounds the median moved from 1.13 to 1.37 between two
+ * runs with no change. More rounds cost seconds; the big database's rounds each copy and sync it.
  */
-export async function benchStartup(runs = 7, chairs = 16, bigRows = 1_000_000): Promise<StartupResult> {
+export async function benchStartup(runs = 15, chairs = 16, bigRows = 1_000_000, bigRounds = 9): Promise<StartupResult> {
   const broker = await startBroker();
   const sim = new Simulator({ apiKey: 'start-key', chairs });
   await sim.start();
@@ -136,7 +140,7 @@ storage: {path: ${path}}
     const big = join(dir, 'big.db');
     bigDatabase(big, bigRows);
     await agentRun(big);
-    for (let i = 0; i < Math.min(runs, 5); i++) {
+    for (let i = 0; i < bigRounds; i++) {
       if (i % 2 === 0) {
         bigRuns.push(await agentRun(big));
         bigBareRuns.push(await bareRun());
