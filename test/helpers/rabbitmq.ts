@@ -66,8 +66,10 @@ export class TestRabbit {
     try {
       // Erlang boots in seconds; the MQTT listener opens near the end, but the node reports the
       // rabbit app as running only once its boot has finished, and rabbitmqctl refuses until then.
+      // Under a loaded CI the boot has run past 60 s after the port opened, still syncing its
+      // Mnesia tables: the wait ends as soon as the node is up, so its bound costs nothing.
       await waitForPort(port, 60_000);
-      rabbit.ctl('await_startup', '--timeout', '60');
+      rabbit.ctl('await_startup', '--timeout', '120');
     } catch (err) {
       await rabbit.stop();
       throw new Error(`${String(err)}\nrabbitmq said:\n${log.slice(-20).join('\n')}`);

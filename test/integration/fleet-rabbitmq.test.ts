@@ -104,7 +104,7 @@ log: {level: info}
   );
   agent = AgentProcess.start(['run', '--config', config]);
   agentPort = await agent.httpPort();
-}, 120_000);
+}, 240_000); // RabbitMQ's boot: up to 60 s to its port, then up to 120 s more (test/helpers/rabbitmq.ts)
 
 afterAll(async () => {
   await agent?.signal('SIGTERM');
