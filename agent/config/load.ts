@@ -1,7 +1,7 @@
 import { accessSync, constants, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseDocument } from 'yaml';
-import type { z } from 'zod';
+import type * as z from 'zod/mini';
 import { errorCode } from '../platform/errors.js';
 import { deepFreeze } from '../core/deep-freeze.js';
 import { ConfigError } from './config-error.js';

@@ -1,15 +1,29 @@
-import { z } from 'zod';
-import cron from 'node-cron';
+import * as z from 'zod/mini';
+import { validateDetailed } from 'node-cron';
 import { isValidTimeZone } from '../time/vendor-time.js';
 
 /**
  * The configuration file, as one schema. The TypeScript type, the defaults, the validation and
  * config/schema.json all come from here.
+ *
+ * Written with zod/mini, not zod's chained API: the same parser and issues, but a classic schema
+ * hangs some forty methods on every node it builds and pulls in all of zod. Loading, building and
+ * first running this schema is on the way to every start's first chair state (docs/ARCHITECTURE.md,
+ * "Start-up"), and mini does it in about a quarter of the time.
  */
 
+/** A copy of the schema with its description (zod's `.describe()`: the JSON Schema shows it). */
+function described<T extends z.ZodMiniType>(schema: T, description: string): T {
+  const copy = schema.clone();
+  z.globalRegistry.add(copy, { description });
+  return copy;
+}
+
 const BCM_PIN_MAX = 27;
-const pin = z.number().int().min(0).max(BCM_PIN_MAX).describe('BCM pin number as printed on the Pi pinout');
-const positive = z.number().positive();
+const int = (...checks: z.core.$ZodCheck<number>[]) => z.number().check(z.int(), ...checks);
+const pin = described(int(z.minimum(0), z.maximum(BCM_PIN_MAX)), 'BCM pin number as printed on the Pi pinout');
+const positive = (...checks: z.core.$ZodCheck<number>[]) => z.number().check(z.positive(), ...checks);
+const text = (...checks: z.core.$ZodCheck<string>[]) => z.string().check(...checks);
 
 /** A URL with one of these schemes and a host. */
 const urlWith =
@@ -26,193 +40,176 @@ const isHttpUrl = urlWith('http:', 'https:');
 const isMqttUrl = urlWith('mqtt:', 'mqtts:');
 
 const site = z.strictObject({
-  id: z.string().regex(/^[a-z0-9_-]+$/, 'must match [a-z0-9_-]+').describe('Site identifier, used in every MQTT topic'),
-  timezone: z
-    .string()
-    .refine(isValidTimeZone, 'not an IANA time zone (e.g. Asia/Bangkok)')
-    .default('Asia/Bangkok')
-    .describe('IANA zone of the vendor\'s "YYYY-MM-DD HH:MM:SS" times'),
+  id: described(text(z.regex(/^[a-z0-9_-]+$/, 'must match [a-z0-9_-]+')), 'Site identifier, used in every MQTT topic'),
+  timezone: described(
+    z._default(text(z.refine(isValidTimeZone, 'not an IANA time zone (e.g. Asia/Bangkok)')), 'Asia/Bangkok'),
+    'IANA zone of the vendor\'s "YYYY-MM-DD HH:MM:SS" times',
+  ),
 });
 
 const vendor = z.strictObject({
-  baseUrl: z.string().refine(isHttpUrl, 'must be an http:// or https:// URL').describe('{base_url} of the vendor API'),
-  apiKey: z
-    .string()
-    .min(1)
-    .describe('Vendor Apikey; or env CHAIR_AGENT_VENDOR_API_KEY, or systemd credential vendor-api-key'),
-  pollSeconds: z.number().min(0.2).default(5).describe('Chair list poll period in seconds; fractions allowed'),
-  requestTimeoutSeconds: positive.max(120).default(10).describe('Deadline of one vendor request'),
-  retries: z.number().int().min(0).max(10).default(2).describe('Extra attempts of a failed GET (never of a start)'),
-  maxRetryAfterSeconds: z
-    .number()
-    .min(1)
-    .max(3600)
-    .default(300)
-    .describe("The longest wait a vendor's Retry-After may impose on polling (it is never shorter than pollSeconds)"),
-  sessionMinutes: z.number().int().min(1).default(5).describe('Time sent on a start when none is given'),
-  availableStatuses: z
-    .array(z.string().min(1))
-    .min(1)
-    .default(['Available'])
-    .describe('Vendor Status values that mean the chair is idle and may be started'),
-  forgetChairAfterMinutes: z
-    .number()
-    .min(0.05)
-    .max(525_600)
-    .default(60)
-    .describe(
-      "A chair not in the site's config that the vendor's list has left for this long is gone: its Home Assistant entities and retained MQTT topics are cleared (restored if it returns)",
-    ),
-  location: z
-    .string()
-    .trim()
-    .min(1)
-    .max(256)
-    .optional()
-    .describe("Keep only the chairs and transactions of this Location (the vendor's site name; case and surrounding spaces ignored)"),
+  baseUrl: described(text(z.refine(isHttpUrl, 'must be an http:// or https:// URL')), '{base_url} of the vendor API'),
+  apiKey: described(text(z.minLength(1)), 'Vendor Apikey; or env CHAIR_AGENT_VENDOR_API_KEY, or systemd credential vendor-api-key'),
+  pollSeconds: described(z._default(z.number().check(z.minimum(0.2)), 5), 'Chair list poll period in seconds; fractions allowed'),
+  requestTimeoutSeconds: described(z._default(positive(z.maximum(120)), 10), 'Deadline of one vendor request'),
+  retries: described(z._default(int(z.minimum(0), z.maximum(10)), 2), 'Extra attempts of a failed GET (never of a start)'),
+  maxRetryAfterSeconds: described(
+    z._default(z.number().check(z.minimum(1), z.maximum(3600)), 300),
+    "The longest wait a vendor's Retry-After may impose on polling (it is never shorter than pollSeconds)",
+  ),
+  sessionMinutes: described(z._default(int(z.minimum(1)), 5), 'Time sent on a start when none is given'),
+  availableStatuses: described(
+    z._default(z.array(text(z.minLength(1))).check(z.minLength(1)), ['Available']),
+    'Vendor Status values that mean the chair is idle and may be started',
+  ),
+  forgetChairAfterMinutes: described(
+    z._default(z.number().check(z.minimum(0.05), z.maximum(525_600)), 60),
+    "A chair not in the site's config that the vendor's list has left for this long is gone: its Home Assistant entities and retained MQTT topics are cleared (restored if it returns)",
+  ),
+  location: described(
+    z.optional(text(z.trim(), z.minLength(1), z.maxLength(256))),
+    "Keep only the chairs and transactions of this Location (the vendor's site name; case and surrounding spaces ignored)",
+  ),
 });
 
 const transactions = z.strictObject({
-  syncSchedule: z
-    .string()
-    .superRefine((expr, ctx) => {
-      const problem = cronProblem(expr);
-      if (problem) ctx.addIssue({ code: 'custom', message: problem, input: expr });
-    })
-    .default('*/30 * * * * *')
-    .describe('node-cron expression (6 fields allowed) for pulling the transaction list'),
-  pageSize: z.number().int().min(1).max(1000).default(20),
-  lookbackHours: positive.default(24).describe('How far back the first sync reaches'),
-  overlapMinutes: z
-    .number()
-    .min(0)
-    .default(60)
-    .describe('Each sync re-reads this much before its cursor, so late records and status changes are not missed'),
-  windowHours: positive.default(6).describe('Largest from/to window of one request series'),
-  timeFormat: z
-    .enum(['local', 'iso', 'unix', 'unix-ms'])
-    .default('local')
-    .describe('Format of from/to: local = "YYYY-MM-DD HH:MM:SS" in site.timezone'),
+  syncSchedule: described(
+    z._default(
+      text(
+        z.superRefine((expr: string, ctx) => {
+          const problem = cronProblem(expr);
+          if (problem) ctx.addIssue({ code: 'custom', message: problem, input: expr });
+        }),
+      ),
+      '*/30 * * * * *',
+    ),
+    'node-cron expression (6 fields allowed) for pulling the transaction list',
+  ),
+  pageSize: z._default(int(z.minimum(1), z.maximum(1000)), 20),
+  lookbackHours: described(z._default(positive(), 24), 'How far back the first sync reaches'),
+  overlapMinutes: described(
+    z._default(z.number().check(z.minimum(0)), 60),
+    'Each sync re-reads this much before its cursor, so late records and status changes are not missed',
+  ),
+  windowHours: described(z._default(positive(), 6), 'Largest from/to window of one request series'),
+  timeFormat: described(
+    z._default(z.enum(['local', 'iso', 'unix', 'unix-ms']), 'local'),
+    'Format of from/to: local = "YYYY-MM-DD HH:MM:SS" in site.timezone',
+  ),
 });
 
 const webhook = z.strictObject({
-  enabled: z.boolean().default(true),
-  path: z.string().regex(/^\/[A-Za-z0-9._~/-]*$/, 'must be a URL path starting with /').default('/vendor/webhook'),
-  channelSecret: z
-    .string()
-    .min(1)
-    .optional()
-    .describe('Vendor channel secret; or env CHAIR_AGENT_WEBHOOK_SECRET, or systemd credential webhook-secret'),
+  enabled: z._default(z.boolean(), true),
+  path: z._default(text(z.regex(/^\/[A-Za-z0-9._~/-]*$/, 'must be a URL path starting with /')), '/vendor/webhook'),
+  channelSecret: described(
+    z.optional(text(z.minLength(1))),
+    'Vendor channel secret; or env CHAIR_AGENT_WEBHOOK_SECRET, or systemd credential webhook-secret',
+  ),
 });
 
 const http = z.strictObject({
-  host: z.string().min(1).default('0.0.0.0'),
-  port: z.number().int().min(0).max(65535).default(8080),
-  headersTimeoutSeconds: positive.max(60).default(5).describe('A client must send its request headers within this time'),
-  requestTimeoutSeconds: positive.max(300).default(10).describe('...and its whole request within this one'),
-  idleTimeoutSeconds: positive.max(300).default(10).describe('A connection silent this long is closed (also one that never sends a byte)'),
-  maxConnections: z.number().int().min(4).max(10_000).default(64).describe('Connections open at once; more are closed as they arrive'),
-  adminToken: z
-    .string()
-    .min(16, 'must be at least 16 characters')
-    .optional()
-    .describe('Unlocks starting a chair and the LED walk on the status page; or env CHAIR_AGENT_ADMIN_TOKEN, or systemd credential admin-token'),
+  host: z._default(text(z.minLength(1)), '0.0.0.0'),
+  port: z._default(int(z.minimum(0), z.maximum(65535)), 8080),
+  headersTimeoutSeconds: described(z._default(positive(z.maximum(60)), 5), 'A client must send its request headers within this time'),
+  requestTimeoutSeconds: described(z._default(positive(z.maximum(300)), 10), '...and its whole request within this one'),
+  idleTimeoutSeconds: described(
+    z._default(positive(z.maximum(300)), 10),
+    'A connection silent this long is closed (also one that never sends a byte)',
+  ),
+  maxConnections: described(z._default(int(z.minimum(4), z.maximum(10_000)), 64), 'Connections open at once; more are closed as they arrive'),
+  adminToken: described(
+    z.optional(text(z.minLength(16, 'must be at least 16 characters'))),
+    'Unlocks starting a chair and the LED walk on the status page; or env CHAIR_AGENT_ADMIN_TOKEN, or systemd credential admin-token',
+  ),
 });
 
+/** An MQTT topic prefix. */
+const topicPrefix = (): z.ZodMiniString<string> =>
+  text(
+    z.regex(/^[^#+\s]+$/, 'must be a topic without wildcards or spaces'),
+    z.refine((s: string) => !s.startsWith('/') && !s.endsWith('/'), 'must not start or end with /'),
+  );
+
 const homeassistant = z.strictObject({
-  enabled: z.boolean().default(false).describe('Publish Home Assistant MQTT discovery for every chair and the site box'),
-  discoveryPrefix: z
-    .string()
-    .regex(/^[^#+\s]+$/, 'must be a topic without wildcards or spaces')
-    .refine((s) => !s.startsWith('/') && !s.endsWith('/'), 'must not start or end with /')
-    .default('homeassistant')
-    .describe("Home Assistant's discovery prefix; its birth message is read at <prefix>/status"),
-  supportUrl: z
-    .string()
-    .url()
-    .optional()
-    .describe("A URL where the site's Home Assistant users find help (the discovery configs' origin.support_url)"),
+  enabled: described(z._default(z.boolean(), false), 'Publish Home Assistant MQTT discovery for every chair and the site box'),
+  discoveryPrefix: described(z._default(topicPrefix(), 'homeassistant'), "Home Assistant's discovery prefix; its birth message is read at <prefix>/status"),
+  supportUrl: described(
+    z.optional(text(z.url())),
+    "A URL where the site's Home Assistant users find help (the discovery configs' origin.support_url)",
+  ),
 });
 
 const mqtt = z.strictObject({
-  url: z.string().refine(isMqttUrl, 'must be an mqtt:// or mqtts:// URL').default('mqtt://127.0.0.1:1883'),
-  baseTopic: z
-    .string()
-    .regex(/^[^#+\s]+$/, 'must be a topic without wildcards or spaces')
-    .refine((s) => !s.startsWith('/') && !s.endsWith('/'), 'must not start or end with /')
-    .default('chair-agent'),
-  username: z.string().min(1).optional(),
-  password: z.string().min(1).optional().describe('Or env CHAIR_AGENT_MQTT_PASSWORD, or systemd credential mqtt-password'),
-  clientId: z.string().min(1).max(64).optional().describe('Default: chair-agent-<site.id>'),
-  ca: z.string().min(1).optional().describe('PEM file of the CA that signed the broker certificate'),
-  cert: z.string().min(1).optional().describe('PEM client certificate file'),
-  key: z.string().min(1).optional().describe('PEM client key file'),
-  rejectUnauthorized: z.boolean().default(true),
-  protocolVersion: z.union([z.literal(4), z.literal(5)]).default(5).describe('5 (MQTT 5) or 4 (MQTT 3.1.1)'),
-  keepaliveSeconds: z.number().int().min(5).max(3600).default(30),
-  reconnectSeconds: positive.max(300).default(2),
-  maxInflight: z.number().int().min(1).max(1000).default(100).describe('Transactions awaiting PUBACK at once'),
-  ackTimeoutSeconds: positive
-    .max(600)
-    .default(10)
-    .describe('A transaction unacknowledged this long while later ones were acknowledged was dropped by the broker: it is parked'),
+  url: z._default(text(z.refine(isMqttUrl, 'must be an mqtt:// or mqtts:// URL')), 'mqtt://127.0.0.1:1883'),
+  baseTopic: z._default(topicPrefix(), 'chair-agent'),
+  username: z.optional(text(z.minLength(1))),
+  password: described(z.optional(text(z.minLength(1))), 'Or env CHAIR_AGENT_MQTT_PASSWORD, or systemd credential mqtt-password'),
+  clientId: described(z.optional(text(z.minLength(1), z.maxLength(64))), 'Default: chair-agent-<site.id>'),
+  ca: described(z.optional(text(z.minLength(1))), 'PEM file of the CA that signed the broker certificate'),
+  cert: described(z.optional(text(z.minLength(1))), 'PEM client certificate file'),
+  key: described(z.optional(text(z.minLength(1))), 'PEM client key file'),
+  rejectUnauthorized: z._default(z.boolean(), true),
+  protocolVersion: described(z._default(z.union([z.literal(4), z.literal(5)]), 5), '5 (MQTT 5) or 4 (MQTT 3.1.1)'),
+  keepaliveSeconds: z._default(int(z.minimum(5), z.maximum(3600)), 30),
+  reconnectSeconds: z._default(positive(z.maximum(300)), 2),
+  maxInflight: described(z._default(int(z.minimum(1), z.maximum(1000)), 100), 'Transactions awaiting PUBACK at once'),
+  ackTimeoutSeconds: described(
+    z._default(positive(z.maximum(600)), 10),
+    'A transaction unacknowledged this long while later ones were acknowledged was dropped by the broker: it is parked',
+  ),
 });
 
 const storage = z.strictObject({
-  path: z.string().min(1).default('/var/lib/chair-agent/agent.db'),
-  retentionDays: positive.default(30).describe('Delivered records older than this are pruned; undelivered never are'),
-  maxSizeMb: positive.optional().describe('Cap on the database size; when reached the agent keeps running, degraded'),
+  path: z._default(text(z.minLength(1)), '/var/lib/chair-agent/agent.db'),
+  retentionDays: described(z._default(positive(), 30), 'Delivered records older than this are pruned; undelivered never are'),
+  maxSizeMb: described(z.optional(positive()), 'Cap on the database size; when reached the agent keeps running, degraded'),
 });
 
 const chair = z.strictObject({
-  deviceId: z.string().min(1),
-  button: pin.optional(),
-  led: pin.optional(),
-  minutes: z.number().int().min(1).optional().describe('Overrides vendor.sessionMinutes for this chair'),
+  deviceId: text(z.minLength(1)),
+  button: z.optional(pin),
+  led: z.optional(pin),
+  minutes: described(z.optional(int(z.minimum(1))), 'Overrides vendor.sessionMinutes for this chair'),
 });
 
 export const DEFAULT_GPIO_DRIVER = 'gpiod';
 
 const gpio = z.strictObject({
-  driver: z
-    .enum(['gpiod', 'onoff', 'sim'])
-    .default(DEFAULT_GPIO_DRIVER)
-    .describe('gpiod (the kernel GPIO character device), onoff (legacy sysfs GPIO) or sim (simulated lines)'),
-  bias: z
-    .enum(['pull-up', 'pull-down', 'disabled', 'as-is'])
-    .optional()
-    .describe('gpiod only: the buttons\' pull resistor; default pull-up with activeLow, else pull-down'),
-  statusLed: pin.optional().describe("BCM pin of the agent's own health LED"),
-  activeLow: z.boolean().default(true).describe('Buttons pull the line to ground when pressed'),
-  debounceMs: z.number().int().min(0).max(1000).default(30),
-  chipBase: z
-    .number()
-    .int()
-    .min(0)
-    .optional()
-    .describe('onoff only: sysfs number of BCM 0; found from /sys/class/gpio/gpiochip*/ when absent'),
-  chairs: z.array(chair).default([]),
+  driver: described(
+    z._default(z.enum(['gpiod', 'onoff', 'sim']), DEFAULT_GPIO_DRIVER),
+    'gpiod (the kernel GPIO character device), onoff (legacy sysfs GPIO) or sim (simulated lines)',
+  ),
+  bias: described(
+    z.optional(z.enum(['pull-up', 'pull-down', 'disabled', 'as-is'])),
+    'gpiod only: the buttons\' pull resistor; default pull-up with activeLow, else pull-down',
+  ),
+  statusLed: described(z.optional(pin), "BCM pin of the agent's own health LED"),
+  activeLow: described(z._default(z.boolean(), true), 'Buttons pull the line to ground when pressed'),
+  debounceMs: z._default(int(z.minimum(0), z.maximum(1000)), 30),
+  chipBase: described(
+    z.optional(int(z.minimum(0))),
+    'onoff only: sysfs number of BCM 0; found from /sys/class/gpio/gpiochip*/ when absent',
+  ),
+  chairs: z._default(z.array(chair), []),
 });
 
 const start = z.strictObject({
-  minMinutes: z.number().int().min(1).default(1),
-  maxMinutes: z.number().int().min(1).default(60),
-  confirmTimeoutSeconds: positive.max(300).default(20).describe('How long to wait for the chair to report running'),
-  confirmIntervalSeconds: positive.max(30).default(1),
-  unknownHoldSeconds: z
-    .number()
-    .min(0)
-    .max(3600)
-    .default(120)
-    .describe('After a start whose outcome is unknown, how long further starts of that chair are refused unless the vendor lists it idle or running first'),
+  minMinutes: z._default(int(z.minimum(1)), 1),
+  maxMinutes: z._default(int(z.minimum(1)), 60),
+  confirmTimeoutSeconds: described(z._default(positive(z.maximum(300)), 20), 'How long to wait for the chair to report running'),
+  confirmIntervalSeconds: z._default(positive(z.maximum(30)), 1),
+  unknownHoldSeconds: described(
+    z._default(z.number().check(z.minimum(0), z.maximum(3600)), 120),
+    'After a start whose outcome is unknown, how long further starts of that chair are refused unless the vendor lists it idle or running first',
+  ),
 });
 
 const log = z.strictObject({
-  level: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  level: z._default(z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']), 'info'),
 });
 
 function cronProblem(expr: string): string | null {
-  const check = cron.validateDetailed(expr);
+  const check = validateDetailed(expr);
   if (check.valid) return null;
   return `not a valid cron expression (${check.errors.map((e) => `${e.field}: ${e.message}`).join('; ')})`;
 }
@@ -278,17 +275,17 @@ export const ConfigSchema = z
   .strictObject({
     site,
     vendor,
-    transactions: transactions.prefault({}),
-    webhook: webhook.prefault({}),
-    http: http.prefault({}),
-    mqtt: mqtt.prefault({}),
-    storage: storage.prefault({}),
-    gpio: gpio.prefault({}),
-    start: start.prefault({}),
-    log: log.prefault({}),
-    homeassistant: homeassistant.prefault({}),
+    transactions: z.prefault(transactions, {}),
+    webhook: z.prefault(webhook, {}),
+    http: z.prefault(http, {}),
+    mqtt: z.prefault(mqtt, {}),
+    storage: z.prefault(storage, {}),
+    gpio: z.prefault(gpio, {}),
+    start: z.prefault(start, {}),
+    log: z.prefault(log, {}),
+    homeassistant: z.prefault(homeassistant, {}),
   })
-  .superRefine(crossChecks, { when: () => true });
+  .check(z.superRefine(crossChecks, { when: () => true }));
 
 export type ConfigInput = z.input<typeof ConfigSchema>;
 type DeepReadonly<T> = T extends (infer U)[]
