@@ -1,4 +1,4 @@
-import cron from 'node-cron';
+import { parse as parseCron } from 'node-cron';
 
 /**
  * The next match of a node-cron expression, computed on wall-clock times (milliseconds whose UTC
@@ -58,7 +58,7 @@ export interface WallMatcher {
 
 /** Throws node-cron's message for an invalid expression (the config has validated it before). */
 export function wallMatcher(expression: string): WallMatcher {
-  const f = cron.parse(expression);
+  const f = parseCron(expression);
   const asc = (xs: Field): number[] => xs.filter((x): x is number => typeof x === 'number').sort((a, b) => a - b);
   const [seconds, minutes, hours, months] = [asc(f.second), asc(f.minute), asc(f.hour), new Set(asc(f.month))];
   return {
