@@ -1,4 +1,5 @@
 import * as z from 'zod/mini';
+import { en } from 'zod/locales';
 import { validateDetailed } from 'node-cron';
 import { isValidTimeZone } from '../time/vendor-time.js';
 
@@ -11,6 +12,10 @@ import { isValidTimeZone } from '../time/vendor-time.js';
  * first running this schema is on the way to every start's first chair state (docs/ARCHITECTURE.md,
  * "Start-up"), and mini does it in about a quarter of the time.
  */
+
+// zod's chained API sets English messages for the issues the schema words no message for (an
+// invalid URL, say); mini leaves that to us.
+z.config(en());
 
 /** A copy of the schema with its description (zod's `.describe()`: the JSON Schema shows it). */
 function described<T extends z.ZodMiniType>(schema: T, description: string): T {
