@@ -128,6 +128,7 @@ install_app() {
   [ -d "$target" ] && mv "$target" "$old"
   mv "$new" "$target"
   rm -rf "$old"
+  clear_compile_cache
   mkdir -p "$(R /usr/local/bin)"
   ln -sfn "$APP/bin/chair-agent" "$(R "$WRAPPER")"
   say "installed the agent in $APP (its own runtime, production dependencies only) and $WRAPPER"

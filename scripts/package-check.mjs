@@ -17,7 +17,7 @@
 // libc6-arm64-cross, mosquitto, and for the deb part root and debootstrap.
 import { spawn, spawnSync } from 'node:child_process';
 import { createHmac } from 'node:crypto';
-import { chmodSync, cpSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, cpSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { createServer, connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
@@ -395,6 +395,10 @@ async function checkDeb(suite) {
 
     // The upgrade as Ansible or unattended-upgrades runs it: no terminal, stdin closed, edited config.
     const configBefore = readFileSync(join(root, 'etc/chair-agent/config.yaml'), 'utf8');
+    // What the previous release left in systemd's CacheDirectory: Node's code for its own files.
+    const staleCache = join(root, 'var/cache/chair-agent/v24.0.0-x64-0000');
+    mkdirSync(staleCache, { recursive: true });
+    writeFileSync(join(staleCache, 'entry'), 'compiled code of the previous release');
     cpSync(deb, join(root, 'tmp', 'chair-agent.deb'));
     const upgrade = inRoot(['apt-get', 'install', '-y', '--no-install-recommends', '/tmp/chair-agent.deb'], { input: '', env: { DEBIAN_FRONTEND: 'noninteractive' } });
     const installed = inRoot(['dpkg-query', '-W', '-f=${Version} ${Status}', 'chair-agent']).stdout;
@@ -404,6 +408,7 @@ async function checkDeb(suite) {
     expect(!existsSync(join(root, 'etc/chair-agent/config.yaml.dpkg-new')) && !existsSync(join(root, 'etc/chair-agent/config.yaml.dpkg-dist')), 'and left no .dpkg-new or .dpkg-dist beside it');
     expect(readFileSync(join(root, 'etc/chair-agent/credentials/vendor-api-key'), 'utf8').trim() === KEY, 'the upgrade kept the credentials');
     expect(JSON.parse(inRoot(['chair-agent', 'outbox', '--json']).stdout).pending === 3, 'the upgrade kept the three waiting transactions');
+    expect(readdirSync(join(root, 'var/cache/chair-agent')).length === 0, "the upgrade emptied the previous release's compile cache", readdirSync(join(root, 'var/cache/chair-agent')).join(' '));
     const conffiles = join(root, 'var/lib/dpkg/info/chair-agent.conffiles');
     expect(!existsSync(conffiles) || !readFileSync(conffiles, 'utf8').includes('/etc/chair-agent/config.yaml'), 'the config is no longer a conffile of the new package');
     expect(present('usr/share/doc/chair-agent/config.example.yaml') && present('usr/share/doc/chair-agent/changelog.gz'), 'the example config and the changelog are in /usr/share/doc/chair-agent');

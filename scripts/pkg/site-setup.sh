@@ -11,6 +11,7 @@ APP=/opt/chair-agent
 ETC=/etc/chair-agent
 CREDENTIALS=/etc/chair-agent/credentials
 STATE=/var/lib/chair-agent
+CACHE=/var/cache/chair-agent
 UNIT_NAME=chair-agent.service
 CREDENTIAL_NAMES="vendor-api-key webhook-secret mqtt-password admin-token"
 
@@ -59,6 +60,15 @@ ensure_dirs() {
     chmod 0600 "$f"
   done
   install -d -m 0750 -o "$SVC_UID" -g "$SVC_GID" "$(R "$STATE")"
+}
+
+# Node's compile cache, in systemd's CacheDirectory: V8's code for the files of the version that
+# wrote it, under a directory per Node version. Node never removes an entry, and every build's
+# chunks have new names, so each upgrade would leave the last version's code on the SD card for
+# good. Emptied on upgrade; the new version writes its own when it first stops.
+clear_compile_cache() {
+  [ -d "$(R "$CACHE")" ] || return 0
+  find "$(R "$CACHE")" -mindepth 1 -delete
 }
 
 # The site's config is the site's: created from the example only when there is none, never a

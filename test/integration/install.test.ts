@@ -96,13 +96,18 @@ describeWith('root', 'scripts/install.sh into a staging root', () => {
     expect(manifest(stage)).toEqual(before);
   });
 
-  it('keeps an edited config and existing credentials on an upgrade', () => {
+  it('keeps an edited config and existing credentials on an upgrade, and empties the old compile cache', () => {
     const stage = scratch('stage-');
     expect(install(stage, [], { CHAIR_AGENT_WEBHOOK_SECRET: 'first-secret' }).code).toBe(0);
     writeFileSync(join(stage, 'etc/chair-agent/config.yaml'), 'site: {id: edited}\n');
+    // What the version before left in systemd's CacheDirectory: Node's code for its own files.
+    const cache = join(stage, 'var/cache/chair-agent');
+    mkdirSync(join(cache, 'v24.0.0-x64-0000'), { recursive: true });
+    writeFileSync(join(cache, 'v24.0.0-x64-0000', 'entry'), 'compiled code of the old bundle');
     expect(install(stage).code).toBe(0);
     expect(readFileSync(join(stage, 'etc/chair-agent/config.yaml'), 'utf8')).toBe('site: {id: edited}\n');
     expect(readFileSync(join(stage, 'etc/chair-agent/credentials/webhook-secret'), 'utf8')).toBe('first-secret');
+    expect(readdirSync(cache)).toEqual([]);
   });
 
   it('refuses to install when a native module does not load under the pinned runtime and the config needs it', () => {
