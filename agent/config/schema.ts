@@ -10,7 +10,7 @@ import { isValidTimeZone } from '../time/vendor-time.js';
  * Written with zod/mini, not zod's chained API: the same parser and issues, but a classic schema
  * hangs some forty methods on every node it builds and pulls in all of zod. Loading, building and
  * first running this schema is on the way to every start's first chair state (docs/ARCHITECTURE.md,
- * "Start-up"), and mini does it in about a quarter of the time.
+ * "Start-up and memory"), and mini does it in about a quarter of the time.
  */
 
 // zod's chained API sets English messages for the issues the schema words no message for (an
