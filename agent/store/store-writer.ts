@@ -3,8 +3,9 @@
 // the event loop never waits on an fsync or on a lock: the webhook's group commits, delivered
 // marks, parks, prunes and state. After a write it runs a PASSIVE checkpoint when the WAL holds
 // `minFrames` frames not yet in the database file (what SQLite's wal_autocheckpoint would do
-// inside a commit), at most once per `periodMs`; fewer are copied `idleCheckpointMs` after the
-// write, so a quiet box's WAL is folded in once rather than per record. A PASSIVE checkpoint never
+// inside a commit), at most once per `periodMs`, and never for fewer: a checkpoint after a quiet
+// spell would copy a lone record's pages and make the next commit restart the WAL, four fsyncs
+// per record at a site's pace where one is enough. A PASSIVE checkpoint never
 // blocks a writer; what it cannot copy yet, the next copies. After `idleMs` without requests it
 // asks to end (`idle`) and ends when the main side agrees.
 //
@@ -32,7 +33,6 @@ let connections: { durable: Database; lazy: Database; writes: Writes } | null = 
 let shm: number | null = null;
 let lastCheckpoint = 0;
 let checkpointTimer: NodeJS.Timeout | null = null;
-let laterTimer: NodeJS.Timeout | null = null;
 let idleTimer: NodeJS.Timeout | null = null;
 
 const reply = (message: WriterReply): void => port.postMessage(message);
@@ -109,8 +109,6 @@ function uncopied(): number {
 
 function checkpoint(): void {
   checkpointTimer = null;
-  if (laterTimer) clearTimeout(laterTimer);
-  laterTimer = null;
   try {
     const [row] = connect().lazy.pragma('wal_checkpoint(PASSIVE)') as { log: number; checkpointed: number }[];
     lastCheckpoint = Date.now();
@@ -121,20 +119,16 @@ function checkpoint(): void {
   }
 }
 
-/** After a write: a checkpoint now, at the next period, or later when the WAL is small. */
+/** After a write: a checkpoint now or at the next period, once minFrames wait. */
 function considerCheckpoint(): void {
-  if (checkpointTimer) return;
-  if (uncopied() < settings.minFrames) {
-    laterTimer ??= setTimeout(checkpoint, settings.idleCheckpointMs);
-    return;
-  }
+  if (checkpointTimer || uncopied() < settings.minFrames) return;
   const wait = lastCheckpoint + settings.periodMs - Date.now();
   if (wait <= 0) checkpoint();
   else checkpointTimer = setTimeout(checkpoint, wait);
 }
 
 function end(): void {
-  for (const t of [checkpointTimer, laterTimer, idleTimer]) if (t) clearTimeout(t);
+  for (const t of [checkpointTimer, idleTimer]) if (t) clearTimeout(t);
   closeConnections();
   port.close();
 }

@@ -37,8 +37,6 @@ export interface CheckpointResult {
 export interface CheckpointerTuning {
   /** Checkpoint once the WAL holds this many frames (pages) not yet in the database file (default: 4 MiB of them). */
   minFrames?: number;
-  /** Fewer than minFrames are checkpointed this long after the write that added them. */
-  idleCheckpointMs?: number;
   /** At most one checkpoint per this many ms while writes come (the WAL grows meanwhile). */
   periodMs?: number;
   /** The thread ends after this long without writes, and starts again with the next. */
@@ -83,7 +81,6 @@ export class ThreadWriter implements Writer {
       path: this.opts.path,
       maxPageCount: this.opts.maxPageCount ?? 0,
       minFrames: this.opts.minFrames ?? Math.ceil(CHECKPOINT_BYTES / this.opts.pageSize),
-      idleCheckpointMs: this.opts.idleCheckpointMs ?? 30_000,
       periodMs: this.opts.periodMs ?? 100,
       idleMs: this.opts.idleMs ?? 60_000,
       busyTimeoutMs: this.opts.busyTimeoutMs ?? 2_000,

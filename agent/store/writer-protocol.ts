@@ -12,7 +12,6 @@ export interface WriterSettings {
   /** PRAGMA max_page_count (storage.maxSizeMb); 0 for none. */
   maxPageCount: number;
   minFrames: number;
-  idleCheckpointMs: number;
   periodMs: number;
   idleMs: number;
   /** How long a write waits for another process's lock. */
