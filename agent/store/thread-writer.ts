@@ -28,6 +28,9 @@ function writerEntry(): string {
  */
 const CHECKPOINT_BYTES = 4 * 1024 * 1024;
 
+/** The thread ends after this long without a write. */
+const IDLE_MS = 10 * 60_000;
+
 export interface CheckpointResult {
   /** Frames in the WAL, and how many of them are now in the database file. */
   log: number;
@@ -39,7 +42,7 @@ export interface CheckpointerTuning {
   minFrames?: number;
   /** At most one checkpoint per this many ms while writes come (the WAL grows meanwhile). */
   periodMs?: number;
-  /** The thread ends after this long without writes, and starts again with the next. */
+  /** The thread ends after this long without writes, and starts again with the next (default: 10 minutes). */
   idleMs?: number;
   /** How long a write waits for a lock another process holds before it fails (STORE_LOCKED). */
   busyTimeoutMs?: number;
@@ -82,7 +85,10 @@ export class ThreadWriter implements Writer {
       maxPageCount: this.opts.maxPageCount ?? 0,
       minFrames: this.opts.minFrames ?? Math.ceil(CHECKPOINT_BYTES / this.opts.pageSize),
       periodMs: this.opts.periodMs ?? 100,
-      idleMs: this.opts.idleMs ?? 60_000,
+      // Longer than the gaps between a busy site's webhooks (minutes): a new thread costs a
+      // record its boot and a directory fsync (SQLite syncs it at a new connection's first
+      // sync), and a live one about 3 MB that the kernel cannot reclaim.
+      idleMs: this.opts.idleMs ?? IDLE_MS,
       busyTimeoutMs: this.opts.busyTimeoutMs ?? 2_000,
     };
     const worker = new Worker(writerEntry(), { workerData: settings });
