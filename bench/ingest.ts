@@ -16,7 +16,7 @@ import { paired, type Paired } from './lib/paired.js';
 import { slowFsyncEnv } from './lib/slow-fsync.js';
 import { percentile, round } from './lib/stats.js';
 
-const SECRET = 'ingest-secret-0123';
+export const SECRET = 'ingest-secret-0123';
 
 export interface IngestSide {
   perSecond: number[];
@@ -56,7 +56,7 @@ export interface IngestOptions {
   threadPeer?: boolean;
 }
 
-async function waitHealthy(pool: Pool, path: string, what: () => string): Promise<void> {
+export async function waitHealthy(pool: Pool, path: string, what: () => string): Promise<void> {
   for (let i = 0; ; i++) {
     try {
       const r = await pool.request({ path, method: 'GET' });
@@ -114,7 +114,7 @@ async function drive(port: number, runId: string, requests: number, concurrency:
   return { perSecond: requests / seconds, latencies, bytes };
 }
 
-async function agentSide(dir: string, sim: Simulator, broker: TestBroker, env: NodeJS.ProcessEnv): Promise<{ port: number; proc: BenchAgent; db: string }> {
+export async function agentSide(dir: string, sim: Simulator, broker: TestBroker, env: NodeJS.ProcessEnv): Promise<{ port: number; proc: BenchAgent; db: string }> {
   const port = await freePort();
   const db = join(dir, `agent-${port}.db`);
   const config = writeAgentConfig(
@@ -131,7 +131,7 @@ storage: {path: ${db}}
   return { port, proc: startAgent(config, env), db };
 }
 
-async function peerSide(dir: string, env: NodeJS.ProcessEnv, mode: 'inline' | 'thread' = 'inline'): Promise<{ port: number; proc: Proc; db: string }> {
+export async function peerSide(dir: string, env: NodeJS.ProcessEnv, mode: 'inline' | 'thread' = 'inline'): Promise<{ port: number; proc: Proc; db: string }> {
   const port = await freePort();
   const db = join(dir, `peer-${mode}-${port}.db`);
   const proc = spawnNode(join(BENCH_DIR, 'peers', 'webhook-peer.js'), [String(port), SECRET, db, mode], env);

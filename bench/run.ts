@@ -18,6 +18,7 @@ import { slowFsyncShim } from './lib/slow-fsync.js';
 import { median, round } from './lib/stats.js';
 import { machineLimits } from './limits.js';
 import { benchPressLatency } from './press-latency.js';
+import { benchSitePace } from './site-pace.js';
 import { benchSiteTraffic } from './site-traffic.js';
 import { benchLibraries } from './library-costs.js';
 import { benchStartup } from './startup.js';
@@ -25,7 +26,7 @@ import { benchStartup } from './startup.js';
 process.on('exit', killLeftovers);
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
-const NAMES = ['limits', 'flush', 'backlog', 'ingest', 'startup', 'idle', 'press', 'traffic', 'libraries'] as const;
+const NAMES = ['limits', 'flush', 'backlog', 'ingest', 'pace', 'startup', 'idle', 'press', 'traffic', 'libraries'] as const;
 const only = process.argv.slice(2);
 for (const n of only) if (!(NAMES as readonly string[]).includes(n)) throw new Error(`unknown benchmark ${n}; names: ${NAMES.join(', ')}`);
 const want = (name: (typeof NAMES)[number]): boolean => only.length === 0 || only.includes(name);
@@ -216,6 +217,39 @@ rounds, load).
 |---|---|
 ${handoffRows.join('\n')}
 `);
+}
+
+if (want('pace')) {
+  // A site's normal load is one webhook every few minutes, not one right after another.
+  const shim = slowFsyncShim();
+  const c = { records: 6, gapMs: 40_000, fsyncMs: 10 };
+  const title = `One webhook at a site's pace (${c.gapMs / 1000} s apart) with a ${c.fsyncMs} ms fsync`;
+  if ('missing' in shim) {
+    summary.push(`| ${title} | skipped: ${shim.missing} |`);
+  } else {
+    log(`${title}: agent vs peer ...`);
+    const r = await benchSitePace({ ...c, shim: shim.path });
+    log(JSON.stringify(r));
+    summary.push(`| ${title}: answer time vs the peer's (goal <= 1.0) | **${describePaired(r.time)}** (${ok(r.time.median, 1.0, true)}): ${r.agentMs} vs ${r.peerMs} ms |`);
+    summary.push(`| ${title}: bytes written per record vs the peer (goal <= 1.0) | **${r.bytesRatio}** (${ok(r.bytesRatio, 1.0, true)}): ${r.agentBytes} vs ${r.peerBytes} bytes |`);
+    sections.push(`## One webhook at a site's pace
+
+What: a lone signed record every ${c.gapMs / 1000} s on a connection of its own, to the agent and to the
+one-commit peer in the same round (order alternating), ${c.records} rounds after a first record each, every
+fsync of both slowed by ${c.fsyncMs} ms (\`bench/native/slow-fsync.c\`). A site's webhooks come minutes apart, so
+whatever the agent does once a record is in (its delivered mark, its writer thread's timers) is
+paid per record here, where the back-to-back rows of the ingest bench spread it over hundreds.
+Time is the client's, from request to answer; its ratio is the agent's over the peer's per round
+(lower is better). Bytes are what each process caused to be written (/proc/PID/io) from its
+request to the next round's, with no checkpoint added: neither copies a few records' pages into
+its database file before its WAL holds thousands.
+
+| | agent | peer | ratio |
+|---|---|---|---|
+| answer time, median of rounds | ${r.agentMs} ms | ${r.peerMs} ms | **${describePaired(r.time)}** |
+| bytes written per record | ${r.agentBytes} | ${r.peerBytes} | **${r.bytesRatio}** |
+`);
+  }
 }
 
 if (want('startup')) {
