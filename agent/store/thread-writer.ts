@@ -28,8 +28,14 @@ function writerEntry(): string {
  */
 const CHECKPOINT_BYTES = 4 * 1024 * 1024;
 
-/** The thread ends after this long without a write. */
-const IDLE_MS = 10 * 60_000;
+/**
+ * The thread ends after this long without a write. A site's webhooks further apart than this
+ * each start a new thread (its boot, and SQLite's sync of the directory at the new connection's
+ * first sync of the WAL); a thread kept for ten minutes instead left the bench's idle agent, which
+ * writes once at its first start, with 13 MB more RssAnon (docs/ARCHITECTURE.md, "One webhook at
+ * a site's pace").
+ */
+const IDLE_MS = 60_000;
 
 export interface CheckpointResult {
   /** Frames in the WAL, and how many of them are now in the database file. */
@@ -42,7 +48,7 @@ export interface CheckpointerTuning {
   minFrames?: number;
   /** At most one checkpoint per this many ms while writes come (the WAL grows meanwhile). */
   periodMs?: number;
-  /** The thread ends after this long without writes, and starts again with the next (default: 10 minutes). */
+  /** The thread ends after this long without writes, and starts again with the next (default: a minute). */
   idleMs?: number;
   /** How long a write waits for a lock another process holds before it fails (STORE_LOCKED). */
   busyTimeoutMs?: number;
@@ -85,9 +91,6 @@ export class ThreadWriter implements Writer {
       maxPageCount: this.opts.maxPageCount ?? 0,
       minFrames: this.opts.minFrames ?? Math.ceil(CHECKPOINT_BYTES / this.opts.pageSize),
       periodMs: this.opts.periodMs ?? 100,
-      // Longer than the gaps between a busy site's webhooks (minutes): a new thread costs a
-      // record its boot and a directory fsync (SQLite syncs it at a new connection's first
-      // sync), and a live one about 3 MB that the kernel cannot reclaim.
       idleMs: this.opts.idleMs ?? IDLE_MS,
       busyTimeoutMs: this.opts.busyTimeoutMs ?? 2_000,
     };
