@@ -139,6 +139,34 @@ export async function peerSide(dir: string, env: NodeJS.ProcessEnv, mode: 'inlin
   return { port, proc, db };
 }
 
+/**
+ * What both webhook benches stand on: a broker, a simulated vendor, a scratch directory for the
+ * databases, and the agent (healthy) beside the one-commit peer, both under `env`.
+ */
+export async function webhookScene(prefix: string, env: NodeJS.ProcessEnv): Promise<{ dir: string; agent: Awaited<ReturnType<typeof agentSide>>; peer: Awaited<ReturnType<typeof peerSide>>; close(): Promise<void> }> {
+  const broker = await startBroker();
+  const sim = new Simulator({ apiKey: 'ingest-key', chairs: 4 });
+  await sim.start();
+  const dir = mkdtempSync(join(tmpdir(), prefix));
+  const agent = await agentSide(dir, sim, broker, env);
+  const peer = await peerSide(dir, env);
+  const pool = new Pool(`http://127.0.0.1:${agent.port}`);
+  await waitHealthy(pool, '/healthz', () => agent.proc.output());
+  await pool.close();
+  return {
+    dir,
+    agent,
+    peer,
+    close: async () => {
+      await agent.proc.stop();
+      await peer.proc.stop();
+      await sim.close();
+      await broker.stop();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
 const count = (db: string): number => {
   const d = new Database(db, { readonly: true });
   const n = (d.prepare('SELECT COUNT(*) AS n FROM transactions').get() as { n: number }).n;
@@ -158,16 +186,9 @@ export async function benchIngest(o: IngestOptions): Promise<IngestResult> {
   if (fsyncMs > 0 && !o.shim) throw new Error('an fsync delay needs the shim');
   const env = o.shim ? slowFsyncEnv(o.shim, fsyncMs) : { ...process.env };
   const warm = Math.min(500, Math.ceil(requests / 2));
-  const broker = await startBroker();
-  const sim = new Simulator({ apiKey: 'ingest-key', chairs: 4 });
-  await sim.start();
-  const dir = mkdtempSync(join(tmpdir(), 'bench-ingest-'));
-  const a = await agentSide(dir, sim, broker, env);
-  const p = await peerSide(dir, env);
-  const t = o.threadPeer ? await peerSide(dir, env, 'thread') : null;
-  const agentPool = new Pool(`http://127.0.0.1:${a.port}`);
-  await waitHealthy(agentPool, '/healthz', () => a.proc.output());
-  await agentPool.close();
+  const scene = await webhookScene('bench-ingest-', env);
+  const { agent: a, peer: p } = scene;
+  const t = o.threadPeer ? await peerSide(scene.dir, env, 'thread') : null;
   type Side = { port: number; pid: number; db: string; perSecond: number[]; latencies: number[]; bytes: number };
   const sideOf = (port: number, pid: number, db: string): Side => ({ port, pid, db, perSecond: [], latencies: [], bytes: 0 });
   const agent = sideOf(a.port, a.proc.child.pid as number, a.db);
@@ -193,12 +214,8 @@ export async function benchIngest(o: IngestOptions): Promise<IngestResult> {
     const counts = sides.map((s) => count(s.db));
     if (counts.some((n) => n !== total)) throw new Error(`stored ${counts.join(', ')} of ${total}`);
   } finally {
-    await a.proc.stop();
-    await p.proc.stop();
     await t?.proc.stop();
-    await sim.close();
-    await broker.stop();
-    rmSync(dir, { recursive: true, force: true });
+    await scene.close();
   }
   const side = (s: Side): IngestSide => ({
     perSecond: s.perSecond.map((x) => Math.round(x)),

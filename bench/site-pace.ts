@@ -1,12 +1,7 @@
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { Pool } from 'undici';
 import { signBody } from '../agent/http/sign.js';
-import { Simulator } from '../agent/simulator/simulator.js';
-import { agentSide, peerSide, SECRET, waitHealthy } from './ingest.js';
-import { startBroker } from './lib/broker.js';
+import { SECRET, webhookScene } from './ingest.js';
 import { paired, type Paired } from './lib/paired.js';
 import { sample } from './lib/proc.js';
 import { vendorFields } from './lib/records.js';
@@ -62,16 +57,9 @@ async function post(port: number, id: string, i: number): Promise<number> {
  */
 export async function benchSitePace(o: SitePaceOptions): Promise<SitePaceResult> {
   const env = slowFsyncEnv(o.shim, o.fsyncMs);
-  const broker = await startBroker();
-  const sim = new Simulator({ apiKey: 'ingest-key', chairs: 4 });
-  await sim.start();
-  const dir = mkdtempSync(join(tmpdir(), 'bench-pace-'));
-  const a = await agentSide(dir, sim, broker, env);
-  const p = await peerSide(dir, env);
+  const scene = await webhookScene('bench-pace-', env);
+  const { agent: a, peer: p } = scene;
   try {
-    const pool = new Pool(`http://127.0.0.1:${a.port}`);
-    await waitHealthy(pool, '/healthz', () => a.proc.output());
-    await pool.close();
     const sides = [
       { port: a.port, pid: a.proc.child.pid as number, ms: [] as number[], bytes: [] as number[] },
       { port: p.port, pid: p.proc.pid, ms: [] as number[], bytes: [] as number[] },
@@ -99,10 +87,6 @@ export async function benchSitePace(o: SitePaceOptions): Promise<SitePaceResult>
       bytesRatio: round(sum(agent.bytes) / sum(peer.bytes), 2),
     };
   } finally {
-    await a.proc.stop();
-    await p.proc.stop();
-    await sim.close();
-    await broker.stop();
-    rmSync(dir, { recursive: true, force: true });
+    await scene.close();
   }
 }
