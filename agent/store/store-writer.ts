@@ -4,8 +4,9 @@
 // marks, parks, prunes and state. After a write it runs a PASSIVE checkpoint when the WAL holds
 // `minFrames` frames not yet in the database file (what SQLite's wal_autocheckpoint would do
 // inside a commit), at most once per `periodMs`, and never for fewer: a checkpoint after a quiet
-// spell would copy a lone record's pages and make the next commit restart the WAL, four fsyncs
-// per record at a site's pace where one is enough. A PASSIVE checkpoint never
+// spell would copy a lone record's pages (two fsyncs: the WAL and the file) and make the next
+// commit restart the WAL (a third, for its header), at a site's pace three fsyncs per record
+// beside the commit's own. A PASSIVE checkpoint never
 // blocks a writer; what it cannot copy yet, the next copies. After `idleMs` without requests it
 // asks to end (`idle`) and ends when the main side agrees.
 //
