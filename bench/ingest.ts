@@ -9,7 +9,7 @@ import { Simulator } from '../agent/simulator/simulator.js';
 import { startAgent, writeAgentConfig, type BenchAgent } from './lib/agent-proc.js';
 import { startBroker, type TestBroker } from './lib/broker.js';
 import { freePort } from './lib/ports.js';
-import { sample } from './lib/proc.js';
+import { cpuMsBetween, cpuSnapshot, sample } from './lib/proc.js';
 import { vendorFields } from './lib/records.js';
 import { BENCH_DIR, sleep, spawnNode, type Proc } from './lib/spawn.js';
 import { paired, type Paired } from './lib/paired.js';
@@ -23,6 +23,8 @@ export interface IngestSide {
   p50Ms: number;
   p99Ms: number;
   bytesPerRecord: number;
+  /** CPU of the whole process (every thread) per record, ms: the agent's until it has delivered the run. */
+  cpuMsPerRecord: number;
 }
 
 export interface IngestResult {
@@ -84,7 +86,27 @@ function checkpointBytes(db: string): number {
   return sample(process.pid).writeBytes - before;
 }
 
-async function drive(port: number, runId: string, requests: number, concurrency: number, pid: number, db: string): Promise<{ perSecond: number; latencies: number[]; bytes: number }> {
+/**
+ * Until the agent has delivered (and marked) every record it stored: its metrics say none waits.
+ * The peers deliver nothing, so what a record costs the agent includes its sending.
+ */
+async function delivered(port: number): Promise<void> {
+  const pool = new Pool(`http://127.0.0.1:${port}`);
+  try {
+    for (let i = 0; ; i++) {
+      const r = await pool.request({ path: '/metrics', method: 'GET' });
+      const text = await r.body.text();
+      if (/^chair_agent_outbox_pending 0$/m.test(text)) return;
+      if (i > 120) throw new Error('the agent did not deliver the run within 30 s');
+      // Its delivered marks are made every 200 ms: each look costs the agent CPU too.
+      await sleep(250);
+    }
+  } finally {
+    await pool.close();
+  }
+}
+
+async function drive(port: number, runId: string, requests: number, concurrency: number, pid: number, db: string, settle?: () => Promise<void>): Promise<{ perSecond: number; latencies: number[]; bytes: number; cpuMs: number }> {
   const pool = new Pool(`http://127.0.0.1:${port}`, { connections: concurrency, pipelining: 1 });
   const bodies = Array.from({ length: requests }, (_, i) => {
     const body = JSON.stringify(vendorFields(`${runId}-${i}`, i));
@@ -94,6 +116,7 @@ async function drive(port: number, runId: string, requests: number, concurrency:
   let next = 0;
   let ok = 0;
   const before = sample(pid).writeBytes;
+  const cpuBefore = cpuSnapshot(pid);
   const t0 = performance.now();
   await Promise.all(
     Array.from({ length: concurrency }, async () => {
@@ -108,10 +131,12 @@ async function drive(port: number, runId: string, requests: number, concurrency:
     }),
   );
   const seconds = (performance.now() - t0) / 1000;
-  const bytes = sample(pid).writeBytes - before + checkpointBytes(db);
   await pool.close();
   if (ok !== requests) throw new Error(`only ${ok} of ${requests} answered 200`);
-  return { perSecond: requests / seconds, latencies, bytes };
+  await settle?.();
+  const cpuMs = cpuMsBetween(cpuBefore, cpuSnapshot(pid));
+  const bytes = sample(pid).writeBytes - before + checkpointBytes(db);
+  return { perSecond: requests / seconds, latencies, bytes, cpuMs };
 }
 
 export async function agentSide(dir: string, sim: Simulator, broker: TestBroker, env: NodeJS.ProcessEnv): Promise<{ port: number; proc: BenchAgent; db: string }> {
@@ -189,22 +214,23 @@ export async function benchIngest(o: IngestOptions): Promise<IngestResult> {
   const scene = await webhookScene('bench-ingest-', env);
   const { agent: a, peer: p } = scene;
   const t = o.threadPeer ? await peerSide(scene.dir, env, 'thread') : null;
-  type Side = { port: number; pid: number; db: string; perSecond: number[]; latencies: number[]; bytes: number };
-  const sideOf = (port: number, pid: number, db: string): Side => ({ port, pid, db, perSecond: [], latencies: [], bytes: 0 });
-  const agent = sideOf(a.port, a.proc.child.pid as number, a.db);
+  type Side = { port: number; pid: number; db: string; settle?: () => Promise<void>; perSecond: number[]; latencies: number[]; bytes: number; cpuMs: number };
+  const sideOf = (port: number, pid: number, db: string): Side => ({ port, pid, db, perSecond: [], latencies: [], bytes: 0, cpuMs: 0 });
+  const agent: Side = { ...sideOf(a.port, a.proc.child.pid as number, a.db), settle: () => delivered(a.port) };
   const peer = sideOf(p.port, p.proc.pid, p.db);
   const thread = t ? sideOf(t.port, t.proc.pid, t.db) : null;
   const sides = thread ? [agent, peer, thread] : [agent, peer];
   try {
-    for (const [i, s] of sides.entries()) await drive(s.port, `warm-${i}`, warm, concurrency, s.pid, s.db);
+    for (const [i, s] of sides.entries()) await drive(s.port, `warm-${i}`, warm, concurrency, s.pid, s.db, s.settle);
     for (let run = 0; run < runs; run++) {
       // Each side goes first in turn: none is always the one measured right after another's burst.
       const order = sides.map((_, i) => sides[(i + run) % sides.length] as Side);
       for (const s of order) {
-        const r = await drive(s.port, `${sides.indexOf(s)}-${run}`, requests, concurrency, s.pid, s.db);
+        const r = await drive(s.port, `${sides.indexOf(s)}-${run}`, requests, concurrency, s.pid, s.db, s.settle);
         s.perSecond.push(r.perSecond);
         s.latencies.push(...r.latencies);
         s.bytes += r.bytes;
+        s.cpuMs += r.cpuMs;
       }
     }
     await a.proc.stop();
@@ -222,6 +248,7 @@ export async function benchIngest(o: IngestOptions): Promise<IngestResult> {
     p50Ms: round(percentile(s.latencies, 50), 2),
     p99Ms: round(percentile(s.latencies, 99), 2),
     bytesPerRecord: Math.round(s.bytes / (runs * requests)),
+    cpuMsPerRecord: round(s.cpuMs / (runs * requests), 3),
   });
   const a2 = side(agent);
   const p2 = side(peer);
