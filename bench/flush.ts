@@ -133,6 +133,20 @@ log: {level: warn}
   return { ms: end - t0, reconnect: online - t0, cpuMs };
 }
 
+/** The peer process was gone before the broker came back: that round is not a measurement. */
+class PeerEnded extends Error {}
+
+/** A peer round, made again once if its process ended before the broker came back (said on stderr). */
+async function peerRound(broker: TestBroker, counter: Counter, dir: string, n: number, run: number): Promise<Run> {
+  try {
+    return await peerRun(broker, counter, dir, n, run);
+  } catch (err) {
+    if (!(err instanceof PeerEnded)) throw err;
+    process.stderr.write(`${err.message}; that round is made again\n`);
+    return await peerRun(broker, counter, dir, n, run + 1_000_000);
+  }
+}
+
 async function peerRun(broker: TestBroker, counter: Counter, dir: string, n: number, run: number): Promise<Run> {
   const topics = new Topics('peer', 'flush');
   const file = join(dir, `peer-${run}.jsonl`);
@@ -146,6 +160,9 @@ async function peerRun(broker: TestBroker, counter: Counter, dir: string, n: num
   await broker.stop();
   const peer = spawnNode(join(BENCH_DIR, 'peers', 'tight-publisher.js'), [broker.url, file]);
   await sleep(OUTAGE_MS);
+  if (peer.child.exitCode !== null || peer.child.signalCode !== null) {
+    throw new PeerEnded(`the tight publisher ended during the outage (${peer.child.exitCode ?? peer.child.signalCode}): ${peer.output().trim().slice(0, 2000) || 'no output'}`);
+  }
   const cpu0 = cpuSnapshot(peer.pid);
   const t0 = performance.now();
   await broker.restart();
@@ -174,14 +191,14 @@ export async function benchFlush(n: number, runs: number, fsyncMs = 0, shim?: st
   const reconnectMs: number[] = [];
   try {
     await agentRun(broker, counter, sim, dir, Math.min(n, 2000), 1000, env);
-    await peerRun(broker, counter, dir, Math.min(n, 2000), 1001);
+    await peerRound(broker, counter, dir, Math.min(n, 2000), 1001);
     for (let run = 0; run < runs; run++) {
       const agentFirst = run % 2 === 0;
-      if (!agentFirst) peerRuns.push(await peerRun(broker, counter, dir, n, 2 * run + 1));
+      if (!agentFirst) peerRuns.push(await peerRound(broker, counter, dir, n, 2 * run + 1));
       const a = await agentRun(broker, counter, sim, dir, n, 2 * run, env);
       agentRuns.push(a);
       reconnectMs.push(a.reconnect);
-      if (agentFirst) peerRuns.push(await peerRun(broker, counter, dir, n, 2 * run + 1));
+      if (agentFirst) peerRuns.push(await peerRound(broker, counter, dir, n, 2 * run + 1));
     }
   } finally {
     await counter.close();
