@@ -1,16 +1,50 @@
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { closeSync, fsyncSync, mkdtempSync, openSync, rmSync, writeSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import Database from 'better-sqlite3';
+import { buildNative } from './lib/native.js';
 import { median, round } from './lib/stats.js';
+
+/** A thread asleep `sleepMs` woken through a pipe and answering back: the median round trip, µs. */
+export interface WakeCost {
+  sleepMs: number;
+  /** Both threads on one CPU. */
+  sameCpuUs: number;
+  /** Each on a CPU of its own: the woken one's CPU was idle too. */
+  otherCpuUs: number;
+}
+
+/** The fsyncs the one-client ingest rows slow every commit by (bench/native/slow-fsync.c). */
+const WAKE_SLEEPS_MS = [2, 10];
+const WAKE_SAMPLES = 300;
+
+/**
+ * What waking a thread that slept through an fsync costs here (bench/native/wake-latency.c), on
+ * the same CPU and on another: a lone webhook pays it for each hand-off to the writer thread and
+ * back. Under a hypervisor an idle virtual CPU is slow to wake. `missing` says
+ * why it was not measured (no compiler, one CPU).
+ */
+export function wakeCosts(): WakeCost[] | { missing: string } {
+  if (availableParallelism() < 2) return { missing: 'one CPU: there is no other CPU to wake a thread on' };
+  const built = buildNative('wake-latency', 'program', 'the wake-latency probe');
+  if ('missing' in built) return built;
+  const trip = (sleepMs: number, where: 'same' | 'other'): number => {
+    const r = spawnSync(built.path, [String(sleepMs * 1000), String(WAKE_SAMPLES), where], { encoding: 'utf8' });
+    const us = Number(r.stdout.trim());
+    if (r.status !== 0 || !Number.isFinite(us)) throw new Error(`wake-latency failed: ${r.stderr.trim()}`);
+    return us;
+  };
+  return WAKE_SLEEPS_MS.map((sleepMs) => ({ sleepMs, sameCpuUs: trip(sleepMs, 'same'), otherCpuUs: trip(sleepMs, 'other') }));
+}
 
 export interface MachineLimits {
   fsyncPerSecond: number;
   sqliteFullCommitsPerSecond: number;
   emptyNodeStartMs: number;
   emptyNodeRssMb: number;
+  wake: WakeCost[] | { missing: string };
 }
 
 /** What this machine can do at best: the ceilings the agent's figures are set against. */
@@ -55,6 +89,7 @@ export async function machineLimits(): Promise<MachineLimits> {
       sqliteFullCommitsPerSecond: Math.round(sqliteFullCommitsPerSecond),
       emptyNodeStartMs: round(median(starts), 0),
       emptyNodeRssMb: round(rss, 1),
+      wake: wakeCosts(),
     };
   } finally {
     rmSync(dir, { recursive: true, force: true });

@@ -16,7 +16,7 @@ import { machineDescription } from './lib/machine.js';
 import { describePaired, loadNow } from './lib/paired.js';
 import { slowFsyncShim } from './lib/slow-fsync.js';
 import { median, round } from './lib/stats.js';
-import { machineLimits } from './limits.js';
+import { machineLimits, type MachineLimits } from './limits.js';
 import { benchPressLatency } from './press-latency.js';
 import { benchSitePace } from './site-pace.js';
 import { benchSiteTraffic } from './site-traffic.js';
@@ -37,6 +37,10 @@ const ok = (value: number, goal: number, atMost: boolean): string => ((atMost ? 
 
 // Filled in by the flush: Mosquitto's QoS 1 rate is the tight publisher's, one row per record count.
 const mosquittoRates: string[] = [];
+const wakeRows = (wake: MachineLimits['wake']): string =>
+  'missing' in wake
+    ? `| waking a thread that slept through an fsync | not measured: ${wake.missing} |\n`
+    : wake.map((w) => `| a thread asleep ${w.sleepMs} ms woken through a pipe and answering back (\`bench/native/wake-latency.c\`), median round trip: both threads on one CPU / on two | ${w.sameCpuUs} / ${w.otherCpuUs} µs |\n`).join('');
 let limitsAt = -1;
 let renderLimits = (): string => '';
 if (want('limits')) {
@@ -51,7 +55,7 @@ if (want('limits')) {
 | SQLite commits per second (WAL, synchronous=FULL, one row each) | ${l.sqliteFullCommitsPerSecond} |
 ${mosquittoRates.join('\n')}${mosquittoRates.length > 0 ? '\n' : ''}| empty Node start-up (\`node -e\`, spawn to exit) | ${l.emptyNodeStartMs} ms |
 | empty Node RSS | ${l.emptyNodeRssMb} MB |
-`;
+${wakeRows(l.wake)}`;
   limitsAt = sections.push('') - 1;
 }
 
@@ -219,7 +223,9 @@ client and the broker that work lengthens each round trip of a client that waits
 What the hand-off alone costs on this machine (\`bench/handoff.ts\`): a message to
 a worker thread that waits as long as the fsync would and answers, less the same wait made on the
 main thread, as the peer makes its fsync. Median of per-round differences of medians (min-max,
-rounds, load).
+rounds, load). How much of it is the machine's own price for waking a thread whose CPU went idle
+meanwhile is in "This machine's limits": under a hypervisor it is several times the same wake on
+one CPU; on bare metal, a Pi's included, it is expected to be microseconds (not measured: no Pi).
 
 | work (the fsync) | round trip through the thread, beyond the same wait inline |
 |---|---|
