@@ -219,6 +219,9 @@ Where the agent is below that floor, the hand-off is not the cause: the rest is 
 work per record, in the CPU columns. Beside the peers' check, parse and commit it publishes every
 record over MQTT, takes its PUBACK, marks it delivered and logs it; on two cores shared with the
 client and the broker that work lengthens each round trip of a client that waits for every answer.
+The one design measured that takes most of it off a lone webhook's path (the webhook served from
+the writer thread), and why the agent does not adopt it, is in docs/ARCHITECTURE.md ("The one
+design that comes near").
 
 What the hand-off alone costs on this machine (\`bench/handoff.ts\`): a message to
 a worker thread that waits as long as the fsync would and answers, less the same wait made on the
