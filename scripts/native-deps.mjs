@@ -16,6 +16,7 @@ import { spawnSync } from 'node:child_process';
 import { existsSync, statSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { findNodeGyp } from './node-gyp.mjs';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const quiet = process.argv.includes('--quiet');
@@ -32,16 +33,6 @@ const have = (cmd) => spawnSync('sh', ['-c', `command -v ${cmd}`], { stdio: 'ign
 function loads(path) {
   const r = spawnSync(process.execPath, ['-e', `require(${JSON.stringify(path)})`], { cwd: ROOT, encoding: 'utf8' });
   return r.status === 0;
-}
-
-function nodeGyp() {
-  const npmCli = process.env.npm_execpath;
-  const candidates = [
-    npmCli && join(dirname(dirname(npmCli)), 'node_modules', 'node-gyp', 'bin', 'node-gyp.js'),
-    '/usr/lib/node_modules/npm/node_modules/node-gyp/bin/node-gyp.js',
-    '/usr/share/nodejs/node-gyp/bin/node-gyp.js',
-  ].filter(Boolean);
-  return candidates.find((p) => existsSync(p)) ?? null;
 }
 
 /** Returns null when the part is ready, else why it could not be made. */
@@ -65,7 +56,7 @@ function epoll() {
   if (!existsSync(dir)) return null; // onoff is optional, and not installed here
   if (loads('epoll')) return null;
   if (!have('make') || !have('g++')) return 'no C++ compiler';
-  const gyp = nodeGyp();
+  const gyp = findNodeGyp();
   const headers = headersDir();
   if (!gyp || !headers) return !gyp ? 'node-gyp not found' : 'no Node headers beside this runtime';
   const r = spawnSync(process.execPath, [gyp, 'rebuild', `--nodedir=${headers}`, '--loglevel=error'], { cwd: dir, encoding: 'utf8', env: { ...process.env, npm_config_nodedir: headers } });

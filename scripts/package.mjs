@@ -16,6 +16,7 @@ import { chmodSync, copyFileSync, cpSync, existsSync, mkdirSync, readdirSync, re
 import { basename, dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { gzipSync } from 'node:zlib';
+import { findNodeGyp } from './node-gyp.mjs';
 import { debianChangelog } from './pkg/debian-changelog.mjs';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
@@ -84,9 +85,7 @@ function walk(dir, visit) {
 }
 
 function nodeGyp() {
-  const npmRoot = run('npm', ['root', '-g']).trim();
-  const candidates = [join(npmRoot, 'npm', 'node_modules', 'node-gyp', 'bin', 'node-gyp.js'), '/usr/share/nodejs/node-gyp/bin/node-gyp.js'];
-  const found = candidates.find((p) => existsSync(p));
+  const found = findNodeGyp();
   if (!found) throw new Error('node-gyp (bundled with npm) not found');
   return found;
 }
