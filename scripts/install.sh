@@ -57,19 +57,20 @@ target_arch() {
 }
 
 # Every native module of the installed app must load under the installed runtime: a module built
-# for another Node (npm ci under a different one) fails here, not silently at the first press.
+# for another Node fails here, not silently at the first press. npm
+# never builds them (.npmrc: ignore-scripts): `npm run build` does, where a compiler is.
 verify_native() {
   local app="$1" node="$1/../runtime/bin/node" problems=()
   (cd "$app" && "$node" -e "const D=require('better-sqlite3'); new D(':memory:').close()") 2>/dev/null ||
     problems+=("better-sqlite3 does not load under $("$node" --version)")
   if [ -d "$app/node_modules/onoff" ]; then
-    (cd "$app" && "$node" -e "require('epoll')") 2>/dev/null || GPIO_ONOFF="epoll (onoff) does not load under $("$node" --version): run npm ci again in $SRC"
+    (cd "$app" && "$node" -e "require('epoll')") 2>/dev/null || GPIO_ONOFF="epoll (onoff) does not load under $("$node" --version): run npm run build in $SRC, which builds it where g++ and make are"
   else
-    GPIO_ONOFF="onoff is not installed (npm ci could not build its epoll addon: no compiler?)"
+    GPIO_ONOFF="onoff is not installed (an optional dependency: npm ci in $SRC without --omit=optional brings it)"
   fi
   local addon="$app/native/prebuilds/linux-$ARCH/chair_gpiod.node"
   if [ ! -f "$addon" ]; then
-    GPIO_GPIOD="the gpiod addon is not built ($addon: npm ci needs a C compiler)"
+    GPIO_GPIOD="the gpiod addon is not built ($addon: npm run build in $SRC makes it where a C compiler is)"
   elif ! "$node" -e "require('$addon')" 2>/dev/null; then
     GPIO_GPIOD="the gpiod addon does not load under $("$node" --version)"
   fi
