@@ -34,6 +34,14 @@ else
     tar -xzf ".runtimes/$tgz" -C "$dir" --strip-components=1
     rm -f ".runtimes/$tgz"
   fi
+  # Node.js 25 and later are linked against libatomic, which a stock Debian or Ubuntu lacks.
+  if ! err=$("$dir/bin/node" --version 2>&1 >/dev/null); then
+    case "$err" in
+      *libatomic*) echo "use-node: Node.js $want needs libatomic (sudo apt install libatomic1); still on $(sh scripts/node --version)" >&2 ;;
+      *) echo "use-node: Node.js $want does not start here: $err" >&2 ;;
+    esac
+    exit 1
+  fi
   ln -sfn "$(pwd)/$dir/bin/node" "$link"
 fi
 echo "use-node: npm scripts now run on $(sh scripts/node --version)"
