@@ -57,8 +57,8 @@ target_arch() {
 }
 
 # Every native module of the installed app must load under the installed runtime: a module built
-# for another Node fails here, not silently at the first press. npm
-# never builds them (.npmrc: ignore-scripts): `npm run build` does, where a compiler is.
+# for another Node fails here, not silently at the first press. npm never builds them (.npmrc:
+# ignore-scripts): `npm run build` does, where a compiler is.
 verify_native() {
   local app="$1" node="$1/../runtime/bin/node" problems=()
   (cd "$app" && "$node" -e "const D=require('better-sqlite3'); new D(':memory:').close()") 2>/dev/null ||
