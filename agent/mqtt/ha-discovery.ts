@@ -45,10 +45,17 @@ const ONLINE_TEMPLATE = '{{ value_json.state }}';
 
 /**
  * The entity id Home Assistant should give an entity on first sight (default_entity_id, which
- * replaced object_id in 2025.10): <component>.<object id>, lower case, [a-z0-9_] only.
+ * replaced object_id in 2025.10): <component>.<object id>, as Home Assistant's VALID_ENTITY_ID
+ * allows it: lower case [a-z0-9_], no "__" and no "_" at either end. A site id such as "mall--01"
+ * or a DeviceId with odd characters would otherwise give one it does not accept.
  */
 function defaultEntityId(component: Entity['component'], id: string): string {
-  return `${component}.${id.toLowerCase().replace(/[^a-z0-9_]/g, '_')}`;
+  const objectId = id
+    .toLowerCase()
+    .replace(/[^a-z0-9_]+/g, '_')
+    .replace(/_{2,}/g, '_')
+    .replace(/^_|_$/g, '');
+  return `${component}.${objectId}`;
 }
 
 /**

@@ -20,6 +20,9 @@
 
 type Check = (value: unknown, path: string) => string[];
 
+/** homeassistant/const.py: _OBJECT_ID = (?!_)[\da-z_]+(?<!_), _DOMAIN = (?!.+__) + _OBJECT_ID. */
+const VALID_ENTITY_ID = /^(?!.+__)(?!_)[\da-z_]+(?<!_)\.(?!_)[\da-z_]+(?<!_)$/;
+
 const str: Check = (v, p) => (typeof v === 'string' ? [] : [`${p}: expected a string`]);
 const bool: Check = (v, p) => (typeof v === 'boolean' ? [] : [`${p}: expected a boolean`]);
 const int: Check = (v, p) => (Number.isInteger(v) && (v as number) >= 0 ? [] : [`${p}: expected a whole number >= 0`]);
@@ -148,8 +151,10 @@ export function haSchemaErrors(platform: HaPlatform, config: unknown): string[] 
   const errors = PLATFORMS[platform](config, platform);
   const c = (config ?? {}) as Record<string, unknown>;
   if ('availability' in c && 'availability_topic' in c) errors.push(`${platform}: availability and availability_topic are exclusive`);
-  // default_entity_id is a string to the schema; the entity registry then needs <domain>.<object id>.
+  // default_entity_id is a string to the schema; an entity id must then pass VALID_ENTITY_ID
+  // (homeassistant/const.py): <domain>.<object id>, [a-z0-9_] with no "__" anywhere and no "_" at
+  // either end of a part. Without the domain, Home Assistant names the entity "unnamed_device".
   const id = c['default_entity_id'];
-  if (typeof id === 'string' && !new RegExp(`^${platform}\\.[a-z0-9_]+$`).test(id)) errors.push(`${platform}.default_entity_id: must be "${platform}.<lower-case object id>"`);
+  if (typeof id === 'string' && !(id.startsWith(`${platform}.`) && VALID_ENTITY_ID.test(id))) errors.push(`${platform}.default_entity_id: must be "${platform}.<object id>" as Home Assistant's VALID_ENTITY_ID allows`);
   return errors;
 }

@@ -20,7 +20,7 @@ function recordingBroker(): { broker: Broker; retained: Map<string, string> } {
   return { broker, retained };
 }
 
-function announced(supportUrl?: string): Map<string, string> {
+function announced(supportUrl?: string, siteId = 'ladprao-01'): Map<string, string> {
   const { broker, retained } = recordingBroker();
   const registry = new ChairRegistry({ timeZone: 'Asia/Bangkok', availableStatuses: ['Available'], staleAfterMs: 15_000, forgetAfterMs: 3_600_000, expected: [] });
   const reading = (deviceId: string) => ({ deviceId, deviceCode: 'C01', deviceName: `Massage Chair ${deviceId}`, location: 'Ladprao Mall', status: 'Available', seated: false, leftMin: null, leftSec: null, serverTime: '2026-11-22 12:00:00', firmwareVersion: '01.04.12' });
@@ -28,12 +28,12 @@ function announced(supportUrl?: string): Map<string, string> {
   const state = new Map<string, string>();
   const ha = new HaDiscovery({
     broker,
-    topics: new Topics('chair-agent', 'ladprao-01'),
+    topics: new Topics('chair-agent', siteId),
     registry,
     store: { get: (k) => state.get(k), set: async (k, v) => void state.set(k, v) },
     logger: silentLogger(),
     prefix: 'homeassistant',
-    siteId: 'ladprao-01',
+    siteId,
     version: '1.2.3',
     supportUrl,
     configured: ['MC7002'],
@@ -64,10 +64,27 @@ describe("Home Assistant discovery, against Home Assistant's own schemas", () =>
     expect(status['origin']).toEqual({ name: 'chair-agent', sw_version: '1.2.3' });
   });
 
+  it('a site id and DeviceIds with odd characters still give entity ids Home Assistant accepts', () => {
+    // site.id allows [a-z0-9_-]+: "--", "-_" and a trailing "-" all become "_" runs.
+    const retained = announced(undefined, '-mall--01_-');
+    const configs = [...retained].filter(([t]) => t.startsWith('homeassistant/'));
+    expect(configs).toHaveLength(4 + 3 * 5);
+    for (const [topic, payload] of configs) {
+      const config = JSON.parse(payload) as Record<string, unknown>;
+      expect(haSchemaErrors(topic.split('/')[1] as HaPlatform, config), topic).toEqual([]);
+    }
+    const weird = configs.find(([t]) => t.includes('weird_id') && t.endsWith('/status/config'));
+    expect((JSON.parse(weird?.[1] ?? '{}') as Record<string, unknown>)['default_entity_id']).toMatch(/^sensor\.chair_agent_mall_01_weird_id_[0-9a-f]{8}_status$/);
+  });
+
   it('the ported schema refuses what Home Assistant would drop or reject', () => {
     expect(haSchemaErrors('sensor', { state_topic: 'a', object_id: 'x', unique_id: 'u' })).toEqual(["sensor.object_id: not in Home Assistant's schema (it would be dropped without a word)"]);
     expect(haSchemaErrors('button', { unique_id: 'u' })).toEqual(['button.command_topic: required']);
     expect(haSchemaErrors('sensor', { state_topic: 'a', origin: { sw_version: '1' } })).toEqual(['sensor.origin.name: required']);
-    expect(haSchemaErrors('sensor', { state_topic: 'a', default_entity_id: 'MC7001' })).toEqual(['sensor.default_entity_id: must be "sensor.<lower-case object id>"']);
+    const refused = ['sensor.default_entity_id: must be "sensor.<object id>" as Home Assistant\'s VALID_ENTITY_ID allows'];
+    expect(haSchemaErrors('sensor', { state_topic: 'a', default_entity_id: 'MC7001' })).toEqual(refused);
+    expect(haSchemaErrors('sensor', { state_topic: 'a', default_entity_id: 'sensor.mall__01' })).toEqual(refused);
+    expect(haSchemaErrors('sensor', { state_topic: 'a', default_entity_id: 'sensor.mall_01_' })).toEqual(refused);
+    expect(haSchemaErrors('sensor', { state_topic: 'a', default_entity_id: 'binary_sensor.mall_01' })).toEqual(refused);
   });
 });
