@@ -4,12 +4,13 @@ import type { Metrics } from '../observe/metrics.js';
 import { errorMessage } from '../platform/errors.js';
 import { BrokerError, type Broker, type CloseInfo } from '../mqtt/broker.js';
 import type { Topics } from '../mqtt/topics.js';
+import { overPacketLimit } from '../mqtt/packet-size.js';
 import { recordIntact, StoreError, type Outbox, type StoredRecord } from '../store/outbox.js';
 import type { Component } from '../platform/component.js';
 import { AckBatcher } from './ack-batcher.js';
 import { InFlightWindow } from './in-flight-window.js';
 import { ReadAhead } from './read-ahead.js';
-import { publishPacketBytes, ReceivedAtText, transactionPayload } from './transaction-payload.js';
+import { ReceivedAtText, transactionPayload } from './transaction-payload.js';
 
 export { transactionPayload } from './transaction-payload.js';
 
@@ -235,8 +236,7 @@ export class OutboxPublisher implements Component {
     const topic = topics.transaction(rec.deviceId);
     const payload = transactionPayload(rec, siteId, timeZone, this.receivedAt);
     const limit = broker.maximumPacketSize();
-    // A UTF-16 code unit is at most 3 bytes of UTF-8: most records are counted without a scan.
-    if (limit !== undefined && 3 * (topic.length + payload.length) + 16 > limit && publishPacketBytes(topic, payload) > limit) {
+    if (limit !== undefined && overPacketLimit(limit, topic, payload)) {
       this.park(rec, `it is larger than the broker's maximum packet size (${limit} bytes)`);
       return;
     }

@@ -28,9 +28,3 @@ export function transactionPayload(rec: StoredRecord, siteId: string, timeZone: 
   const inner = body.slice(1, -1).trim();
   return `{${inner}${inner === '' ? '' : ','}"agent":${agent}}`;
 }
-
-/** Bytes of a QoS 1 PUBLISH packet: fixed header, topic, packet id, properties, payload. */
-export function publishPacketBytes(topic: string, payload: string): number {
-  const remaining = 2 + Buffer.byteLength(topic) + 2 + 1 + Buffer.byteLength(payload);
-  return 1 + (remaining < 128 ? 1 : remaining < 16_384 ? 2 : remaining < 2_097_152 ? 3 : 4) + remaining;
-}

@@ -6,6 +6,7 @@ import { errorMessage } from '../platform/errors.js';
 import { redactUrl } from '../config/redact.js';
 import { reconnectDelay } from '../core/backoff.js';
 import { connectClient, type BrokerEndpoint } from './client-options.js';
+import { overPacketLimit, PACKET_TOO_LARGE } from './packet-size.js';
 import './lenient-acks.js';
 import { BrokerError, type Broker, type BrokerEvents, type InboundMessage, type PublishOptions, type SubscribeOptions } from './broker.js';
 
@@ -131,6 +132,12 @@ export class MqttBroker extends EventEmitter<BrokerEvents> implements Broker {
     const client = this.client;
     if (!client?.connected) return done(new BrokerError('disconnected', 'not connected to the broker'));
     const props = options.correlationData && this.opts.protocolVersion === 5 ? { correlationData: options.correlationData } : undefined;
+    // A broker that announced a Maximum Packet Size closes the connection on a larger packet
+    // (Mosquitto's max_packet_size), which would take every other publish down with it: such a
+    // packet is not sent, and fails with MQTT 5's "Packet too large".
+    const limit = this.serverMaximumPacketSize;
+    if (limit !== undefined && overPacketLimit(limit, topic, payload, options.qos, props ? 3 + props.correlationData.length : 0))
+      return done(new BrokerError('invalid', `larger than the broker's maximum packet size (${limit} bytes)`, PACKET_TOO_LARGE));
     const retain = options.retain ?? false;
     const opts = props ? { qos: options.qos, retain, properties: props } : (PLAIN[`${options.qos}-${retain}`] as IClientPublishOptions);
     let answered = false;

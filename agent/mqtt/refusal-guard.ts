@@ -2,6 +2,7 @@ import { EventEmitter } from 'node:events';
 import type { Clock, Timer } from '../platform/clock.js';
 import type { Logger } from '../platform/logger.js';
 import { BrokerError, type Broker, type BrokerEvents, type CloseInfo, type PublishOptions, type SubscribeOptions } from './broker.js';
+import { PACKET_TOO_LARGE } from './packet-size.js';
 
 /** What a topic carries, for counting refusals the way an operator reads them. */
 export type TopicClass = 'transaction' | 'chair' | 'availability' | 'discovery' | 'bridge' | 'response';
@@ -56,7 +57,7 @@ function hint(reasonCode: number | null, dropped: boolean): string {
     case 0x87:
       return "the broker's ACL does not let this client publish there: allow it (Mosquitto: a 'topic write' line for the agent's user)";
     case 0x95:
-      return "the message is larger than the broker accepts: raise its limit (Mosquitto: message_size_limit) or shorten what makes it large";
+      return "the message is larger than the broker accepts: raise its limit (Mosquitto: message_size_limit, max_packet_size) or shorten what makes it large";
     case 0x97:
       return 'the broker is out of quota for this client: check its queue settings (Mosquitto: max_queued_messages, max_queued_bytes)';
     case 0x90:
@@ -271,6 +272,11 @@ export class RefusalGuard extends EventEmitter<BrokerEvents> implements Broker {
       } else if (err.kind === 'refused') {
         this.note(topic, topicClass, err);
         if (options.retain) this.hold(topic, topicClass, err, payload, options);
+      } else if (err.kind === 'invalid' && err.reasonCode === PACKET_TOO_LARGE) {
+        // Over the Maximum Packet Size the broker announced, so never sent: it costs the
+        // connection nothing, and says nothing of the class's smaller messages, which go on.
+        this.note(topic, topicClass, err);
+        if (options.retain) this.hold(topic, topicClass, err, payload, options, false);
       }
       done(err);
       if (this.inFlight.size === 0) this.probeNext();
@@ -292,7 +298,8 @@ export class RefusalGuard extends EventEmitter<BrokerEvents> implements Broker {
     );
   }
 
-  private hold(topic: string, topicClass: TopicClass, err: BrokerError, payload: string | Buffer, options: PublishOptions): void {
+  /** Holds a refused retained topic; wholeClass: two of a class refused and none taken hold them all. */
+  private hold(topic: string, topicClass: TopicClass, err: BrokerError, payload: string | Buffer, options: PublishOptions, wholeClass = true): void {
     const before = this.held.get(topic);
     const refusals = (before?.refusals ?? 0) + 1;
     const wait = Math.min(MAX_RETRY_MS, FIRST_RETRY_MS * 2 ** (refusals - 1));
@@ -307,7 +314,7 @@ export class RefusalGuard extends EventEmitter<BrokerEvents> implements Broker {
     if (whole) {
       whole.refusals += 1;
       whole.retryAt = this.opts.clock.now() + Math.min(MAX_RETRY_MS, FIRST_RETRY_MS * 2 ** (whole.refusals - 1));
-    } else if ((this.accepted.get(topicClass) ?? 0) === 0 && [...this.held.values()].filter((h) => h.topicClass === topicClass).length >= 2) {
+    } else if (wholeClass && (this.accepted.get(topicClass) ?? 0) === 0 && [...this.held.values()].filter((h) => h.topicClass === topicClass).length >= 2) {
       this.classHold.set(topicClass, { reason: err.message, reasonCode: err.reasonCode ?? null, refusals: 1, retryAt: this.opts.clock.now() + FIRST_RETRY_MS });
       this.opts.logger.warn({ class: topicClass, reason: err.message }, 'the broker refuses every topic of this class so far: they are held together and one is tried again later');
     }

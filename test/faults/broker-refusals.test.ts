@@ -17,7 +17,8 @@ import { waitFor } from '../helpers/wait.js';
 /**
  * A site broker that refuses some of what the agent publishes, as sites misconfigure them:
  * Debian 12's Mosquitto 2.0 with an ACL file or message_size_limit, and max_queued_messages 0
- * (its documented "no maximum"), with which Mosquitto drops the client right after a refusal.
+ * (its documented "no maximum"), with which Mosquitto drops the client right after a refusal; or
+ * max_packet_size, which Mosquitto announces in its CONNACK and enforces by closing the connection.
  * Whatever is refused, the agent stays connected (or reconnects once), and the rest flows.
  */
 
@@ -57,7 +58,7 @@ async function metric(rig: Rig, name: string): Promise<string[]> {
   return text.split('\n').filter((l) => l.startsWith(name));
 }
 
-describeWith('mosquitto', 'a broker that refuses publishes (Mosquitto: ACL, message_size_limit, max_queued_messages 0)', () => {
+describeWith('mosquitto', 'a broker that refuses publishes (Mosquitto: ACL, message_size_limit, max_packet_size, max_queued_messages 0)', () => {
   it("an ACL that denies one chair's state: that topic is held, the connection stays, every transaction is delivered", async () => {
     const site = 'acl-chair';
     const rig = await startRig({
@@ -141,6 +142,37 @@ describeWith('mosquitto', 'a broker that refuses publishes (Mosquitto: ACL, mess
       const warned = rig.lines.filter((l) => l.msg === 'the broker refused a publish; everything else goes on');
       expect(new Set(warned.map((l) => l['topic'])).size).toBe(warned.length);
       expect(warned.every((l) => String(l['topic']).startsWith('homeassistant/'))).toBe(true);
+    } finally {
+      await sub.close();
+      await rig.close();
+    }
+  });
+
+  it('max_packet_size below some discovery configs, bridge/info and a record: none is sent, so the connection never drops', async () => {
+    const site = 'packet-ha';
+    // Mosquitto closes the connection on a packet over max_packet_size, and says the limit in its
+    // CONNACK. Before the agent read it, this config cost 8 connections in 15 s while it found
+    // the culprits one drop at a time.
+    const rig = await startRig({ site, chairs: 2, sections: { homeassistant: { enabled: true } }, broker: { extra: 'max_packet_size 1000\n' } });
+    const sub = await Subscriber.connect(rig.broker.url, ['homeassistant/#', `chair-agent/${site}/transactions/+`]);
+    try {
+      // A chair's sensor configs (availability, device, templates) are over the limit and are
+      // refused without being sent; the Start button's, smaller, is not held back with them.
+      await waitFor(() => rig.lines.some((l) => l['topic'] === `homeassistant/sensor/chair_agent_${site}_MC7001/status/config`), 'the larger config refused');
+      const warned = rig.lines.find((l) => l['topic'] === `homeassistant/sensor/chair_agent_${site}_MC7001/status/config`);
+      expect(warned).toMatchObject({ msg: 'the broker refused a publish; everything else goes on', class: 'discovery', reasonCode: '0x95', reason: "larger than the broker's maximum packet size (1000 bytes)" });
+      expect(String(warned?.['fix'])).toContain('max_packet_size');
+      await sub.waitFor((m) => m.topic === `homeassistant/button/chair_agent_${site}_MC7002/start/config`, 'a chair config under the limit');
+      await sub.waitFor((m) => m.topic === `homeassistant/sensor/chair_agent_${site}/backlog/config`, "the site box's configs");
+      expect(sub.messages.some((m) => m.topic.endsWith('/status/config'))).toBe(false);
+      // Records flow; one over the limit is kept and parked.
+      await transactionsFlow(rig, site, 4);
+      const big = vendorRecord({ DeviceId: 'MC7001', Label: 'x'.repeat(1_500) });
+      expect(await webhook(rig.base, big)).toBe(200);
+      await waitFor(() => rig.agent.outbox.stats().parked === 1, 'the record over the limit parked');
+      expect(rig.agent.outbox.parking.list()[0]).toMatchObject({ transactionId: big['TransactionId'], reason: expect.stringContaining("larger than the broker's maximum packet size (1000 bytes)") });
+      expect(sub.messages.some((m) => m.text.includes(String(big['TransactionId'])))).toBe(false);
+      expect(connects(rig), rig.lines.map((l) => `${l.msg} ${String(l['topic'] ?? l['err'] ?? '')}`).join('\n')).toBe(1);
     } finally {
       await sub.close();
       await rig.close();
