@@ -99,11 +99,13 @@ describeWith('mosquitto', 'start commands that could hurt the agent', () => {
     const answer = await sub.waitFor((m) => m.topic === `${B}/chairs/MC7003/start/response`, 'the refusal', mark);
     expect(JSON.parse(answer.text)).toEqual({ status: 'error', error: 'invalid_payload' });
     if (rig.broker.mqtt5) {
-      // 20 MB: the broker does not even send it to the agent (it asked for at most 256 KiB).
+      // 1 MiB: the broker does not even send it to the agent (it asked for at most 256 KiB). Not
+      // more: since 2.1 Mosquitto takes at most 2,000,000 bytes (max_packet_size's new default)
+      // and closes the connection of the client that sends more, here this test's own.
       let largest = 0;
       const seen = (m: { payload: Buffer }): void => void (largest = Math.max(largest, m.payload.length));
       rig.agent.broker.on('message', seen);
-      await client.publishAsync(`${B}/chairs/MC7003/start`, Buffer.alloc(20 * 1024 * 1024, 0x20), { qos: 1 });
+      await client.publishAsync(`${B}/chairs/MC7003/start`, Buffer.alloc(1024 * 1024, 0x20), { qos: 1 });
       const after = sub.mark();
       await client.publishAsync(`${B}/chairs/UNKNOWN/start`, '{}', { qos: 1 });
       await sub.waitFor((m) => m.topic.includes('UNKNOWN/start/response'), 'a later answer', after);
