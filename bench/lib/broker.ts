@@ -35,8 +35,16 @@ export function killLeftoverBrokers(): void {
 }
 
 export function mosquittoPath(): string | null {
+  const wanted = process.env['CHAIR_AGENT_TEST_MOSQUITTO'];
   // A developer's way to run the suite as a machine without Mosquitto would.
-  if (process.env['CHAIR_AGENT_TEST_MOSQUITTO'] === 'none') return null;
+  if (wanted === 'none') return null;
+  // Another Mosquitto than the machine's: CI runs the suite against 2.1 so (.ci/mosquitto-2.1).
+  // One that does not run fails the run rather than skipping every test that needs it.
+  if (wanted) {
+    const r = spawnSync(wanted, ['-h'], { encoding: 'utf8' });
+    if (!/mosquitto version/.test(`${r.stdout}${r.stderr}`)) throw new Error(`CHAIR_AGENT_TEST_MOSQUITTO=${wanted} does not run Mosquitto: ${r.error?.message ?? r.stderr}`);
+    return wanted;
+  }
   for (const p of ['/usr/sbin/mosquitto', '/usr/local/sbin/mosquitto', '/usr/bin/mosquitto']) {
     const r = spawnSync(p, ['-h'], { stdio: 'ignore' });
     if (r.error === undefined) return p;
