@@ -98,8 +98,7 @@ pattern read chair-agent/%u/bridge/request/#
   );
   central = await startBroker({
     persistent: true,
-    listener: (port) => `per_listener_settings false
-listener ${port} 127.0.0.1
+    listener: (port) => `listener ${port} 127.0.0.1
 cafile ${certs}/ca.crt
 certfile ${certs}/central.crt
 keyfile ${certs}/central.key
