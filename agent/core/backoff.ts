@@ -37,6 +37,24 @@ export function reconnectDelay(attempt: number, outageMs: number, capMs: number,
   return Math.round(d / 2 + (random() * d) / 2);
 }
 
+/** A connection that ends this soon after the broker accepted it did not hold: a flap. */
+export const FLAP_MS = 5_000;
+/** A connection that held this long ends a run of flaps. */
+export const STABLE_MS = 60_000;
+/** Flaps in a row, with no reason given, after which the agent stops reconnecting at once. */
+export const FLAPS_BEFORE_BACKOFF = 10;
+
+/**
+ * The wait before reconnecting after the `flaps`-th connection in a row that the broker ended at
+ * once: 5 s doubling to 5 min, jittered in [d/2, d]. Two agents with one client id take the
+ * session from each other at every connect; with the fast reconnect above they did so about 18
+ * times a second, each logging it. Waiting longer at each takeover leaves one of them connected.
+ */
+export function flapDelay(flaps: number, random: () => number = Math.random): number {
+  const d = Math.min(300_000, 5_000 * 2 ** Math.min(Math.max(0, flaps - 1), 10));
+  return Math.round(d / 2 + (random() * d) / 2);
+}
+
 /**
  * The vendor's Retry-After, honoured but bounded: at most `capMs` (vendor.maxRetryAfterSeconds),
  * and never less than `floorMs` (the poll period). Absent: the floor.

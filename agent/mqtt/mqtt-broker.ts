@@ -4,7 +4,7 @@ import type { Clock, Timer } from '../platform/clock.js';
 import type { Logger } from '../platform/logger.js';
 import { errorMessage } from '../platform/errors.js';
 import { redactUrl } from '../config/redact.js';
-import { reconnectDelay } from '../core/backoff.js';
+import { FLAP_MS, FLAPS_BEFORE_BACKOFF, flapDelay, reconnectDelay, STABLE_MS } from '../core/backoff.js';
 import { connectClient, type BrokerEndpoint } from './client-options.js';
 import { overPacketLimit, PACKET_TOO_LARGE } from './packet-size.js';
 import './lenient-acks.js';
@@ -24,6 +24,10 @@ export interface MqttBrokerOptions extends BrokerEndpoint {
 }
 
 type PendingAcks = Record<string, { cmd?: string; cb?: (err?: Error) => void }>;
+
+/** MQTT 5's DISCONNECT reason "Session taken over". */
+const SESSION_TAKEN_OVER = 0x8e;
+const CLIENT_ID_FIX = 'every agent on a broker needs its own client id (mqtt.clientId, by default chair-agent-<site.id>): look for a second box configured as this site, or an old one still running';
 
 /**
  * The Broker port on mqtt.js v5. Reconnects itself, with a short jittered backoff that grows
@@ -51,6 +55,13 @@ export class MqttBroker extends EventEmitter<BrokerEvents> implements Broker {
   private attempt = 0;
   private outageSince: number | null = null;
   private ending = false;
+  /** When the broker last accepted the connection (monotonic ms). */
+  private connectedAt: number | null = null;
+  /** Connections in a row that the broker ended within FLAP_MS of accepting them. */
+  private flaps = 0;
+  /** The reason code of the broker's DISCONNECT (MQTT 5) that ended this connection, if it sent one. */
+  private serverDisconnect: number | null = null;
+  private lastDisconnectLogged: number | null = null;
 
   constructor(private readonly opts: MqttBrokerOptions) {
     super();
@@ -77,10 +88,22 @@ export class MqttBroker extends EventEmitter<BrokerEvents> implements Broker {
       this.outageSince = null;
       this.serverReceiveMaximum = connack.properties?.receiveMaximum ?? 65_535;
       this.serverMaximumPacketSize = connack.properties?.maximumPacketSize;
+      this.connectedAt = o.clock.monotonic();
+      this.serverDisconnect = null;
       o.logger.info({ broker: this.description }, 'connected to the broker');
       this.emit('connect');
     });
     client.on('close', () => this.onClose(client));
+    // MQTT 5: the broker says why it ends the connection (Mosquitto 2.1 sends 0x8E to the client
+    // whose session another one with the same client id took over; 2.0 just closes the socket).
+    client.on('disconnect', (packet) => {
+      const code = packet.reasonCode ?? 0;
+      this.serverDisconnect = code;
+      // The same reason at every reconnect is said once, as connection errors are.
+      if (code !== SESSION_TAKEN_OVER && code !== this.lastDisconnectLogged)
+        o.logger.warn({ broker: this.description, reasonCode: `0x${code.toString(16)}`, reason: packet.properties?.reasonString }, 'the broker ended the connection');
+      this.lastDisconnectLogged = code;
+    });
     client.on('error', (err) => {
       const text = errorMessage(err);
       // The same refusal comes back at every attempt; say it once.
@@ -112,12 +135,43 @@ export class MqttBroker extends EventEmitter<BrokerEvents> implements Broker {
     if (this.ending || this.client !== client || this.reconnectTimer) return;
     const now = this.opts.clock.monotonic();
     this.outageSince ??= now;
-    const delay = reconnectDelay(this.attempt++, now - this.outageSince, this.opts.reconnectSeconds * 1000, this.opts.random);
+    const delay = this.flapWait(now) ?? reconnectDelay(this.attempt++, now - this.outageSince, this.opts.reconnectSeconds * 1000, this.opts.random);
     this.opts.logger.debug({ broker: this.description, delayMs: delay }, 'broker offline, reconnecting');
     this.reconnectTimer = this.opts.clock.setTimeout(() => {
       this.reconnectTimer = null;
       if (!this.ending && this.client === client) client.reconnect();
     }, delay);
+  }
+
+  /**
+   * The wait after a connection the broker took away as soon as it gave it, or undefined for the
+   * usual reconnect. A takeover (0x8E) waits at once: another client holds this client id and
+   * reconnecting at once would only take it back. Without a reason (Mosquitto 2.0), ten such
+   * connections in a row do: fewer would also slow down what the refusal guard finds by dropped
+   * connections, which takes a handful.
+   */
+  private flapWait(now: number): number | undefined {
+    const held = this.connectedAt === null ? null : now - this.connectedAt;
+    const takenOver = this.serverDisconnect === SESSION_TAKEN_OVER;
+    this.connectedAt = null;
+    this.serverDisconnect = null;
+    if (held === null) return undefined;
+    if (held >= STABLE_MS) this.flaps = 0;
+    if (!takenOver && held >= FLAP_MS) return undefined;
+    this.flaps += 1;
+    if (!takenOver && this.flaps < FLAPS_BEFORE_BACKOFF) return undefined;
+    const wait = flapDelay(takenOver ? this.flaps : this.flaps - FLAPS_BEFORE_BACKOFF + 1, this.opts.random);
+    this.opts.logger.warn(
+      {
+        broker: this.description,
+        clientId: this.opts.clientId,
+        flaps: this.flaps,
+        retryInSeconds: Math.round(wait / 1000),
+        fix: `${CLIENT_ID_FIX}${takenOver ? '' : "; or the broker drops this client for what it sends: the broker's log says which"}`,
+      },
+      takenOver ? 'another client connected with this client id and took the session over' : 'the broker keeps closing the connection as soon as it accepts it',
+    );
+    return wait;
   }
 
   firstAttempt(): Promise<void> {

@@ -1,5 +1,6 @@
 import { connect, type Socket } from 'node:net';
 import { afterAll, beforeAll, expect, it } from 'vitest';
+import mqtt from 'mqtt';
 import type { Agent } from '../../agent/build.js';
 import { signBody } from '../../agent/http/sign.js';
 import type { TestBroker } from '../helpers/broker.js';
@@ -82,4 +83,37 @@ describeWith('mosquitto', 'slow webhook clients', () => {
     await Promise.all(closed);
     expect((await fetch(`${base}/healthz`)).status).toBe(200);
   });
+});
+
+describeWith('mosquitto', 'another client with the agent\'s client id', () => {
+  it('stops taking the session back at once, says what to look for, and reconnects once the other is gone', async () => {
+    // A second box configured as this site, or an old one still running: the broker ends one
+    // session whenever the other connects. Both reconnecting at once, they took it from each
+    // other about 18 times a second, neither connected, each logging every loss.
+    const twin = await startRig({ site: 'twin', chairs: 1 });
+    const other = await mqtt.connectAsync(twin.broker.url, { clientId: 'chair-agent-twin', protocolVersion: 5, reconnectPeriod: 100 });
+    try {
+      const warned = await waitFor(
+        () => twin.lines.find((l) => l.msg === 'another client connected with this client id and took the session over' || l.msg === 'the broker keeps closing the connection as soon as it accepts it'),
+        'the agent saying why it lost the broker',
+        30_000,
+      );
+      expect(warned).toMatchObject({ clientId: 'chair-agent-twin', fix: expect.stringContaining('mqtt.clientId') });
+      expect(Number(warned['retryInSeconds'])).toBeGreaterThanOrEqual(2);
+      // Mosquitto 2.1 tells the agent (DISCONNECT 0x8E) and it waits at the first takeover; 2.0
+      // only closes the socket, and it waits after ten connections taken away at once.
+      expect(twin.lines.filter((l) => l.msg === 'connected to the broker').length).toBeLessThanOrEqual(12);
+      // Once the other is gone the agent reconnects by itself, and what it stored is delivered.
+      await other.endAsync(true);
+      const sub = await Subscriber.connect(twin.broker.url, 'chair-agent/twin/transactions/+');
+      const body = JSON.stringify(vendorRecord());
+      const res = await fetch(`${twin.base}/vendor/webhook`, { method: 'POST', headers: { 'x-vendor-signature': signBody(body, TEST_SECRET) }, body });
+      expect(res.status).toBe(200);
+      await sub.waitFor((m) => m.text.includes(String((JSON.parse(body) as Record<string, unknown>)['TransactionId'])), 'the record delivered after the reconnect', 0, 120_000);
+      await sub.close();
+    } finally {
+      await other.endAsync(true).catch(() => undefined);
+      await twin.close();
+    }
+  }, 180_000);
 });

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { FAST_RECONNECT_WINDOW_MS, reconnectDelay } from '../../agent/core/backoff.js';
+import { FAST_RECONNECT_WINDOW_MS, flapDelay, reconnectDelay } from '../../agent/core/backoff.js';
 
 describe('broker reconnect backoff', () => {
   it('retries a returning broker within 100 ms for the first 30 s, jittered between half and all of the wait', () => {
@@ -19,5 +19,10 @@ describe('broker reconnect backoff', () => {
     expect(reconnectDelay(3, late, 5_000, () => 1)).toBe(4_000);
     expect(reconnectDelay(10, late, 5_000, () => 1)).toBe(5_000);
     expect(reconnectDelay(10, late, 5_000, () => 0)).toBe(2_500);
+  });
+
+  it('after connections the broker takes away at once, waits 5 s, doubling to 5 min, jittered', () => {
+    expect([1, 2, 3, 7, 8, 30].map((flaps) => flapDelay(flaps, () => 1))).toEqual([5_000, 10_000, 20_000, 300_000, 300_000, 300_000]);
+    expect(flapDelay(1, () => 0)).toBe(2_500);
   });
 });
