@@ -272,11 +272,11 @@ export class RefusalGuard extends EventEmitter<BrokerEvents> implements Broker {
       } else if (err.kind === 'refused') {
         this.note(topic, topicClass, err);
         if (options.retain) this.hold(topic, topicClass, err, payload, options);
-      } else if (err.kind === 'invalid' && err.reasonCode === PACKET_TOO_LARGE) {
+      } else if (tooLarge(err)) {
         // Over the Maximum Packet Size the broker announced, so never sent: it costs the
         // connection nothing, and says nothing of the class's smaller messages, which go on.
         this.note(topic, topicClass, err);
-        if (options.retain) this.hold(topic, topicClass, err, payload, options, false);
+        if (options.retain) this.hold(topic, topicClass, err, payload, options);
       }
       done(err);
       if (this.inFlight.size === 0) this.probeNext();
@@ -298,8 +298,11 @@ export class RefusalGuard extends EventEmitter<BrokerEvents> implements Broker {
     );
   }
 
-  /** Holds a refused retained topic; wholeClass: two of a class refused and none taken hold them all. */
-  private hold(topic: string, topicClass: TopicClass, err: BrokerError, payload: string | Buffer, options: PublishOptions, wholeClass = true): void {
+  /**
+   * Holds a refused retained topic. Two of a class refused by the broker and none taken hold them
+   * all; a topic over the broker's packet size is refused by the agent and says nothing of its class.
+   */
+  private hold(topic: string, topicClass: TopicClass, err: BrokerError, payload: string | Buffer, options: PublishOptions): void {
     const before = this.held.get(topic);
     const refusals = (before?.refusals ?? 0) + 1;
     const wait = Math.min(MAX_RETRY_MS, FIRST_RETRY_MS * 2 ** (refusals - 1));
@@ -311,10 +314,12 @@ export class RefusalGuard extends EventEmitter<BrokerEvents> implements Broker {
     this.held.set(topic, { topic, topicClass, reason: err.message, reasonCode: err.reasonCode ?? null, refusals, retryAt: this.opts.clock.now() + wait });
     if (!this.pending.has(topic)) this.pending.set(topic, { payload, options });
     const whole = this.classHold.get(topicClass);
-    if (whole) {
+    if (tooLarge(err)) {
+      // Neither counted against a class held whole nor towards holding one.
+    } else if (whole) {
       whole.refusals += 1;
       whole.retryAt = this.opts.clock.now() + Math.min(MAX_RETRY_MS, FIRST_RETRY_MS * 2 ** (whole.refusals - 1));
-    } else if (wholeClass && (this.accepted.get(topicClass) ?? 0) === 0 && [...this.held.values()].filter((h) => h.topicClass === topicClass).length >= 2) {
+    } else if ((this.accepted.get(topicClass) ?? 0) === 0 && [...this.held.values()].filter((h) => h.topicClass === topicClass && h.reasonCode !== PACKET_TOO_LARGE).length >= 2) {
       this.classHold.set(topicClass, { reason: err.message, reasonCode: err.reasonCode ?? null, refusals: 1, retryAt: this.opts.clock.now() + FIRST_RETRY_MS });
       this.opts.logger.warn({ class: topicClass, reason: err.message }, 'the broker refuses every topic of this class so far: they are held together and one is tried again later');
     }
@@ -345,8 +350,9 @@ export class RefusalGuard extends EventEmitter<BrokerEvents> implements Broker {
       const now = this.opts.clock.now();
       for (const [topicClass, c] of this.classHold) {
         if (c.retryAt > now) continue;
-        // One topic of the class probes; the rest wait for its answer.
-        const probe = [...this.pending].find(([topic]) => this.opts.classify(topic) === topicClass);
+        // One topic of the class probes; the rest wait for its answer. A topic held for its own
+        // size cannot answer for the class: the agent refuses it before the broker sees it.
+        const probe = [...this.pending].find(([topic]) => this.opts.classify(topic) === topicClass && !this.heldForSize(topic, now));
         c.retryAt = Infinity;
         if (!probe) {
           this.classHold.delete(topicClass);
@@ -354,7 +360,10 @@ export class RefusalGuard extends EventEmitter<BrokerEvents> implements Broker {
         }
         this.pending.delete(probe[0]);
         this.forward(probe[0], topicClass, probe[1].payload, probe[1].options, (err) => {
-          if (err?.kind === 'disconnected') c.retryAt = this.opts.clock.now();
+          if (err === null || (err.kind !== 'disconnected' && !tooLarge(err))) return;
+          // Unanswered: another topic asks at once (the size-held one is skipped now).
+          c.retryAt = this.opts.clock.now();
+          if (tooLarge(err)) this.schedule();
         });
       }
       for (const [topic, h] of [...this.held]) {
@@ -369,6 +378,11 @@ export class RefusalGuard extends EventEmitter<BrokerEvents> implements Broker {
       }
       this.schedule();
     }, Math.max(0, next - this.opts.clock.now()));
+  }
+
+  private heldForSize(topic: string, now: number): boolean {
+    const h = this.held.get(topic);
+    return h !== undefined && h.reasonCode === PACKET_TOO_LARGE && h.retryAt > now;
   }
 
   /** Refusals so far by topic class, and the topics held now (at most 20, the most refused first). */
@@ -419,3 +433,7 @@ export class RefusalGuard extends EventEmitter<BrokerEvents> implements Broker {
   }
 }
 
+/** Refused by the adapter, unsent, for being over the broker's Maximum Packet Size. */
+function tooLarge(err: BrokerError): boolean {
+  return err.kind === 'invalid' && err.reasonCode === PACKET_TOO_LARGE;
+}

@@ -63,6 +63,8 @@ class ScriptedBroker extends EventEmitter<BrokerEvents> implements Broker {
 const topics = new Topics('chair-agent', 'site');
 const RETAINED: PublishOptions = { qos: 1, retain: true };
 const NOT_AUTHORIZED = new BrokerError('refused', 'Publish error: Not authorized (reason code 0x87)', 0x87);
+/** What the MQTT adapter answers, unsent, for a packet over the broker's Maximum Packet Size. */
+const TOO_LARGE = new BrokerError('invalid', "larger than the broker's maximum packet size (700 bytes)", 0x95);
 
 function setup(): { inner: ScriptedBroker; guard: RefusalGuard; clock: FakeClock; closes: (CloseInfo | undefined)[]; results: Map<string, string[]> } {
   const inner = new ScriptedBroker();
@@ -162,6 +164,40 @@ describe('RefusalGuard: what the broker refuses never costs the rest', () => {
     inner.answer(inner.sent[0]?.topic as string);
     // Taken: the class is released, and what waited goes out.
     expect(inner.sent.map((s) => s.topic).sort()).toEqual(configs.filter((t) => t !== configs[0]).sort());
+  });
+
+  it('asks again with another topic at once when the probe of a held class is too large to send', async () => {
+    const { inner, clock, guard, results } = setup();
+    const configs = ['homeassistant/sensor/x/a/config', 'homeassistant/sensor/x/b/config', 'homeassistant/sensor/x/c/config'];
+    for (const t of configs.slice(0, 2)) {
+      publish(guard, results, t);
+      inner.answer(t, NOT_AUTHORIZED);
+    }
+    publish(guard, results, configs[2] as string);
+    await clock.advance(60_000);
+    expect(inner.sent.map((s) => s.topic)).toEqual([configs[0]]);
+    // Refused by the agent for its size: the broker was never asked, so the next topic asks now,
+    // not after a doubled wait.
+    inner.answer(configs[0] as string, TOO_LARGE);
+    await clock.advance(0);
+    expect(inner.sent.map((s) => s.topic)).toEqual([configs[1]]);
+    inner.answer(configs[1] as string, TOO_LARGE);
+    await clock.advance(0);
+    expect(inner.sent.map((s) => s.topic)).toEqual([configs[2]]);
+    inner.answer(configs[2] as string);
+    // Taken: the class is released, and what waited goes to the adapter, which measures it again.
+    expect(inner.sent.map((s) => s.topic).sort()).toEqual(configs.slice(0, 2));
+  });
+
+  it('does not hold a class on one broker refusal and one topic too large to send', () => {
+    const { inner, guard, results } = setup();
+    const configs = ['homeassistant/sensor/x/a/config', 'homeassistant/sensor/x/b/config', 'homeassistant/sensor/x/c/config'];
+    publish(guard, results, configs[0] as string);
+    inner.answer(configs[0] as string, TOO_LARGE);
+    publish(guard, results, configs[1] as string);
+    inner.answer(configs[1] as string, NOT_AUTHORIZED);
+    publish(guard, results, configs[2] as string);
+    expect(inner.sent.map((s) => s.topic)).toEqual([configs[2]]);
   });
 
   it('does not send a payload past its bound, except a transaction record', () => {
