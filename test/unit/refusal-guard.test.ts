@@ -81,6 +81,17 @@ function publish(guard: RefusalGuard, results: Map<string, string[]>, topic: str
   guard.send(topic, payload, options, (err) => results.set(topic, [...(results.get(topic) ?? []), err ? err.kind : 'ok']));
 }
 
+const configs = ['homeassistant/sensor/x/a/config', 'homeassistant/sensor/x/b/config', 'homeassistant/sensor/x/c/config'];
+
+/** The broker refuses the first two discovery configs, so the class is held; the third waits. */
+function holdDiscoveryClass(inner: ScriptedBroker, guard: RefusalGuard, results: Map<string, string[]>): void {
+  for (const t of configs.slice(0, 2)) {
+    publish(guard, results, t);
+    inner.answer(t, NOT_AUTHORIZED);
+  }
+  publish(guard, results, configs[2] as string);
+}
+
 describe('RefusalGuard: what the broker refuses never costs the rest', () => {
   it('holds a refused retained topic: later publishes of it wait, the latest goes at the retry, an acknowledgement releases it', async () => {
     const { inner, guard, clock, results } = setup();
@@ -151,12 +162,7 @@ describe('RefusalGuard: what the broker refuses never costs the rest', () => {
 
   it('holds a whole class the broker has never taken one of, and probes it with one topic', async () => {
     const { inner, guard, clock, results } = setup();
-    const configs = ['homeassistant/sensor/x/a/config', 'homeassistant/sensor/x/b/config', 'homeassistant/sensor/x/c/config'];
-    for (const t of configs.slice(0, 2)) {
-      publish(guard, results, t);
-      inner.answer(t, NOT_AUTHORIZED);
-    }
-    publish(guard, results, configs[2] as string);
+    holdDiscoveryClass(inner, guard, results);
     expect(inner.sent).toHaveLength(0);
     await clock.advance(60_000);
     // One probe, not three.
@@ -168,12 +174,7 @@ describe('RefusalGuard: what the broker refuses never costs the rest', () => {
 
   it('asks again with another topic at once when the probe of a held class is too large to send', async () => {
     const { inner, clock, guard, results } = setup();
-    const configs = ['homeassistant/sensor/x/a/config', 'homeassistant/sensor/x/b/config', 'homeassistant/sensor/x/c/config'];
-    for (const t of configs.slice(0, 2)) {
-      publish(guard, results, t);
-      inner.answer(t, NOT_AUTHORIZED);
-    }
-    publish(guard, results, configs[2] as string);
+    holdDiscoveryClass(inner, guard, results);
     await clock.advance(60_000);
     expect(inner.sent.map((s) => s.topic)).toEqual([configs[0]]);
     // Refused by the agent for its size: the broker was never asked, so the next topic asks now,
@@ -191,7 +192,6 @@ describe('RefusalGuard: what the broker refuses never costs the rest', () => {
 
   it('does not hold a class on one broker refusal and one topic too large to send', () => {
     const { inner, guard, results } = setup();
-    const configs = ['homeassistant/sensor/x/a/config', 'homeassistant/sensor/x/b/config', 'homeassistant/sensor/x/c/config'];
     publish(guard, results, configs[0] as string);
     inner.answer(configs[0] as string, TOO_LARGE);
     publish(guard, results, configs[1] as string);
