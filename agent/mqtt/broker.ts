@@ -95,4 +95,12 @@ export interface Broker extends EventEmitter<BrokerEvents> {
    * broker drops the connection on: a transaction sent alone meanwhile could be blamed for it.
    */
   settling?(): boolean;
+  /**
+   * Told from a `close` listener, while the connection's end is being handled: the broker closed
+   * it for a publish it refused (the refusal guard read the refusal just before, or held a topic
+   * that was alone in flight at two closes). Such a close says nothing of another client holding
+   * this client id, so it does not count towards the wait that a broker closing every connection
+   * at once earns.
+   */
+  closedForPublish?(): void;
 }

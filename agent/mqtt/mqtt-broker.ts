@@ -61,6 +61,8 @@ export class MqttBroker extends EventEmitter<BrokerEvents> implements Broker {
   private flaps = 0;
   /** The reason code of the broker's DISCONNECT (MQTT 5) that ended this connection, if it sent one. */
   private serverDisconnect: number | null = null;
+  /** The refusal guard put the close being handled down to a publish (closedForPublish). */
+  private closeForPublish = false;
   private lastDisconnectLogged: number | null = null;
 
   constructor(private readonly opts: MqttBrokerOptions) {
@@ -90,6 +92,7 @@ export class MqttBroker extends EventEmitter<BrokerEvents> implements Broker {
       this.serverMaximumPacketSize = connack.properties?.maximumPacketSize;
       this.connectedAt = o.clock.monotonic();
       this.serverDisconnect = null;
+      this.closeForPublish = false;
       o.logger.info({ broker: this.description }, 'connected to the broker');
       this.emit('connect');
     });
@@ -131,6 +134,7 @@ export class MqttBroker extends EventEmitter<BrokerEvents> implements Broker {
       delete outgoing[id];
       pending?.cb?.(new BrokerError('disconnected', 'the connection to the broker ended before its acknowledgement'));
     }
+    // Listeners run first: the refusal guard's may say the close was for a publish (flapWait).
     this.emit('close');
     if (this.ending || this.client !== client || this.reconnectTimer) return;
     const now = this.opts.clock.monotonic();
@@ -148,15 +152,21 @@ export class MqttBroker extends EventEmitter<BrokerEvents> implements Broker {
    * usual reconnect. A takeover (0x8E) waits at once: another client holds this client id and
    * reconnecting at once would only take it back. Without a reason (Mosquitto 2.0), ten such
    * connections in a row do: fewer would also slow down what the refusal guard finds by dropped
-   * connections, which takes a handful.
+   * connections, which takes a handful. A close the guard put down to a refused publish is not
+   * one of them: with max_queued_messages 0, Mosquitto 2.0 closes the connection at each refusal,
+   * and a site whose ACL allows only the transactions costs a dozen such closes at start and one
+   * per held class at each retry, none of which another connection would avoid.
    */
   private flapWait(now: number): number | undefined {
     const held = this.connectedAt === null ? null : now - this.connectedAt;
     const takenOver = this.serverDisconnect === SESSION_TAKEN_OVER;
+    const forPublish = this.closeForPublish;
     this.connectedAt = null;
     this.serverDisconnect = null;
+    this.closeForPublish = false;
     if (held === null) return undefined;
     if (held >= STABLE_MS) this.flaps = 0;
+    if (forPublish && !takenOver) return undefined;
     if (!takenOver && held >= FLAP_MS) return undefined;
     this.flaps += 1;
     if (!takenOver && this.flaps < FLAPS_BEFORE_BACKOFF) return undefined;
@@ -176,6 +186,10 @@ export class MqttBroker extends EventEmitter<BrokerEvents> implements Broker {
 
   firstAttempt(): Promise<void> {
     return this.attempted;
+  }
+
+  closedForPublish(): void {
+    this.closeForPublish = true;
   }
 
   publish(topic: string, payload: string | Buffer, options: PublishOptions): Promise<void> {

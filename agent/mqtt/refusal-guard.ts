@@ -154,9 +154,13 @@ export class RefusalGuard extends EventEmitter<BrokerEvents> implements Broker {
     this.forgetTimer = null;
     for (const q of this.queue.splice(0)) q.done(new BrokerError('disconnected', 'the connection to the broker ended first'));
     let cause = refused;
+    // A refusal read before the close, or a second close with the same suspect alone in flight:
+    // the broker closed this connection for what it was sent. One strike is not yet known.
+    let forPublish = refused !== null;
     if (cause === null && probe !== null) {
       const strikes = (this.suspects.get(probe) ?? 0) + 1;
       if (strikes >= STRIKES_TO_HOLD) {
+        forPublish = true;
         this.suspects.delete(probe);
         const err = new BrokerError('refused', `the broker closed the connection each time it was sent alone (${strikes} times)`);
         this.note(probe, this.opts.classify(probe), err, true);
@@ -169,6 +173,7 @@ export class RefusalGuard extends EventEmitter<BrokerEvents> implements Broker {
       for (const topic of lost) if (this.suspects.size < MAX_HELD && !this.suspects.has(topic)) this.suspects.set(topic, 0);
     }
     if (refused !== null) this.opts.logger.warn({ topic: refused }, 'the broker closed the connection right after refusing a publish; that topic is held, the rest flows');
+    if (forPublish) this.opts.inner.closedForPublish?.();
     const info: CloseInfo = { cause, othersInFlight: lost.length > 0 };
     this.emit('close', info);
   };

@@ -4,6 +4,12 @@ import { join } from 'node:path';
 import { expect, it } from 'vitest';
 import mqtt from 'mqtt';
 import { signBody } from '../../agent/http/sign.js';
+import type { BrokerError } from '../../agent/mqtt/broker.js';
+import { MqttBroker } from '../../agent/mqtt/mqtt-broker.js';
+import { RefusalGuard } from '../../agent/mqtt/refusal-guard.js';
+import { systemClock } from '../../agent/platform/clock.js';
+import { startBroker } from '../helpers/broker.js';
+import { memoryLogger } from '../helpers/memory-logger.js';
 import { endpointOptions } from '../../agent/mqtt/client-options.js';
 import { pubackCodeAccepted } from '../../agent/mqtt/lenient-acks.js';
 import { runCli } from '../helpers/cli.js';
@@ -12,7 +18,7 @@ import { vendorRecord } from '../helpers/records.js';
 import { startRig, type Rig } from '../helpers/rig.js';
 import { Subscriber } from '../helpers/subscriber.js';
 import { describeWith } from '../helpers/tools.js';
-import { waitFor } from '../helpers/wait.js';
+import { nextEvent, waitFor } from '../helpers/wait.js';
 
 /**
  * A site broker that refuses some of what the agent publishes, as sites misconfigure them:
@@ -96,6 +102,49 @@ describeWith('mosquitto', 'a broker that refuses publishes (Mosquitto: ACL, mess
       }
     } finally {
       await rig.close();
+    }
+  });
+
+  it('a dozen refused topics that each cost the connection are not taken for another client with this id', async () => {
+    // An ACL that allows little (a site that wants only the transactions) costs a connection per
+    // refused topic at start, and one per held class at each retry. Past ten closes in a row
+    // within a minute the adapter used to take them for a client id clash and wait 5 s, then 10,
+    // then 20: nothing was delivered meanwhile, and the warning sent the operator after the id.
+    const broker = await startBroker({ extra: `acl_file ${aclFile('topic readwrite ok/#\n')}\nmax_queued_messages 0\n` });
+    const { logger, lines } = memoryLogger('info');
+    const inner = new MqttBroker({ url: broker.url, clientId: `refusals-${process.pid}`, rejectUnauthorized: true, protocolVersion: 5, keepaliveSeconds: 30, reconnectSeconds: 2, will: { topic: 'ok/state', payload: 'offline' }, clock: systemClock, logger });
+    const guard = new RefusalGuard({ inner, classify: () => 'chair', clock: systemClock, logger });
+    const connected = async (): Promise<void> => {
+      if (!guard.connected) await nextEvent(guard, 'connect');
+    };
+    try {
+      guard.connect();
+      await connected();
+      await guard.publish('ok/first', '{}', { qos: 1, retain: true });
+      const denied = Array.from({ length: 12 }, (_, i) => `denied/${i}`);
+      for (const topic of denied) {
+        // Refused with its PUBACK, or the connection dropped first and it is sent alone until held.
+        while (!guard.refusals().held.some((h) => h.topic === topic)) {
+          await connected();
+          await guard.publish(topic, '{}', { qos: 1, retain: true }).catch(() => undefined);
+        }
+      }
+      // The last refusal's close may still be on its way: what the broker allows goes at the next connection.
+      for (let sent = false; !sent; ) {
+        await connected();
+        sent = await guard.publish('ok/after', '{}', { qos: 1, retain: true }).then(
+          () => true,
+          (err: unknown) => (err as BrokerError).kind === 'disconnected' ? false : Promise.reject(err),
+        );
+      }
+      // Mosquitto 2.0 closed the connection at each refusal (a connection per denied topic at
+      // least); 2.1 answers and keeps the client.
+      const connections = lines.filter((l) => l.msg === 'connected to the broker').length;
+      expect(connections === 1 || connections > denied.length, `${connections} connections`).toBe(true);
+      expect(lines.map((l) => l.msg)).not.toContain('the broker keeps closing the connection as soon as it accepts it');
+    } finally {
+      await guard.end(1000);
+      await broker.stop();
     }
   });
 

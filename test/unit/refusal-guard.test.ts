@@ -11,6 +11,8 @@ class ScriptedBroker extends EventEmitter<BrokerEvents> implements Broker {
   connected = false;
   readonly description = 'scripted';
   readonly sent: { topic: string; payload: string; done: (err: BrokerError | null) => void }[] = [];
+  /** Closes the guard said were for a publish. */
+  closesForPublish = 0;
 
   connect(): void {
     this.up();
@@ -57,6 +59,9 @@ class ScriptedBroker extends EventEmitter<BrokerEvents> implements Broker {
   }
   end(): Promise<void> {
     return Promise.resolve();
+  }
+  closedForPublish(): void {
+    this.closesForPublish += 1;
   }
 }
 
@@ -131,6 +136,37 @@ describe('RefusalGuard: what the broker refuses never costs the rest', () => {
     inner.answer(topics.availability('MC7002'), NOT_AUTHORIZED);
     inner.drop();
     expect(closes.at(-1)).toEqual({ cause: topics.availability('MC7002'), othersInFlight: false });
+  });
+
+  it('tells the adapter which closes were for a publish, and no other: those say nothing of a client id clash', () => {
+    const { inner, guard, results } = setup();
+    const [a, b] = [topics.chair('MC7001'), topics.chair('MC7002')];
+    publish(guard, results, a);
+    inner.answer(a, NOT_AUTHORIZED);
+    inner.drop();
+    expect(inner.closesForPublish).toBe(1);
+    // A drop with no refusal and nothing alone in flight is not put down to a publish...
+    inner.up();
+    publish(guard, results, b);
+    publish(guard, results, topics.bridgeInfo);
+    inner.drop();
+    expect(inner.closesForPublish).toBe(1);
+    // ...nor is the first with a suspect alone in flight, but the second, which holds it, is.
+    inner.up();
+    publish(guard, results, b);
+    inner.drop();
+    expect(inner.closesForPublish).toBe(1);
+    inner.up();
+    publish(guard, results, b);
+    inner.drop();
+    expect(guard.refusals().held.map((h) => h.topic)).toEqual([a, b]);
+    expect(inner.closesForPublish).toBe(2);
+    // Nor is one with nothing in flight.
+    inner.up();
+    publish(guard, results, topics.bridgeInfo);
+    inner.answer(topics.bridgeInfo);
+    inner.drop();
+    expect(inner.closesForPublish).toBe(2);
   });
 
   it('finds the topic the broker drops the connection on without a word: suspects go alone, two drops hold it', () => {
