@@ -52,6 +52,8 @@ const LOCK_REPORT_AFTER_MS = 2_000;
 export class StoreDatabase extends EventEmitter<DatabaseEvents> {
   private db: Database.Database | null = null;
   private writer: Writer | null = null;
+  /** Settles once the writer of the last close holds no connection (see closed()). */
+  private writerEnded: Promise<void> = Promise.resolve();
   private identity: { dev: number; ino: number } | null = null;
   private maxPageCount: number | undefined;
   private writeFailure: string | null = null;
@@ -315,8 +317,18 @@ export class StoreDatabase extends EventEmitter<DatabaseEvents> {
     return this.db.pragma('integrity_check', { simple: true }) as string;
   }
 
+  /**
+   * Resolves once every connection of the last close() is closed, the writer thread's included.
+   * The last connection to close copies the WAL into the database file and removes it, so only
+   * then is a stopped agent's database one whole file (a backup, `sqlite3 agent.db`).
+   */
+  closed(): Promise<void> {
+    return this.writerEnded;
+  }
+
   close(): void {
     this.writer?.close();
+    this.writerEnded = this.writer?.ended() ?? this.writerEnded;
     this.writer = null;
     const db = this.db;
     this.db = null;

@@ -65,4 +65,8 @@ export class InlineWriter implements Writer {
   close(): void {
     this.reopen();
   }
+
+  ended(): Promise<void> {
+    return Promise.resolve();
+  }
 }

@@ -89,6 +89,11 @@ export class Outbox extends EventEmitter<OutboxEvents> {
     this.database.close();
   }
 
+  /** Resolves once the database file is whole after close() (Database.closed). */
+  closed(): Promise<void> {
+    return this.database.closed();
+  }
+
   /**
    * Stores the records that are new, in the given order, in one transaction, and resolves once
    * that commit is on disk (synchronous=FULL): only then may anyone be told they are stored. Says

@@ -81,5 +81,7 @@ export class StoreComponent implements Component {
     db.off('writable', this.onWritable);
     db.off('recovered', this.onRecovered);
     db.off('checkpoint', this.onCheckpoint);
+    // The writer thread closes its connections on its own; main.ts exits once stop() returns.
+    await this.deps.outbox.closed();
   }
 }

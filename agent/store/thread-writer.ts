@@ -81,6 +81,9 @@ export class ThreadWriter implements Writer {
   private stopped = false;
   private nextId = 1;
   private readonly waiting = new Map<number, Waiting>();
+  /** Threads not yet ended: the current one, and those told to end that are closing their connections. */
+  private readonly live = new Set<Worker>();
+  private readonly onEnded: (() => void)[] = [];
 
   constructor(private readonly opts: ThreadWriterOptions) {}
 
@@ -98,7 +101,10 @@ export class ThreadWriter implements Writer {
     worker.unref();
     worker.on('message', (m: WriterReply) => this.onReply(worker, m));
     worker.on('error', (err) => this.opts.onCheckpointError?.(err.message));
+    this.live.add(worker);
     worker.on('exit', () => {
+      this.live.delete(worker);
+      if (this.live.size === 0) for (const resolve of this.onEnded.splice(0)) resolve();
       if (this.worker !== worker) return;
       this.worker = null;
       // Writes it had not answered are not known to be committed: their callers are told so.
@@ -172,6 +178,10 @@ export class ThreadWriter implements Writer {
   /** Writes not yet answered. */
   get pendingWrites(): number {
     return this.waiting.size;
+  }
+
+  ended(): Promise<void> {
+    return this.live.size === 0 ? Promise.resolve() : new Promise((resolve) => this.onEnded.push(resolve));
   }
 
   /** Closes the thread's connections and lets it end (it never holds the process). */

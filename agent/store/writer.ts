@@ -11,6 +11,11 @@ export interface Writer {
   /** The database file was recreated: connections to the old one are dropped. */
   reopen(): void;
   close(): void;
+  /**
+   * Resolves once the writer holds no connection: for the thread, once every thread it started
+   * has ended, those let go after a quiet spell included.
+   */
+  ended(): Promise<void>;
 }
 
 /** A write the writer could not make: the SQLite code (SQLITE_FULL, ...) and message. */

@@ -77,13 +77,16 @@ describe('the store worker thread (the running agent)', () => {
     for (let i = 0; i < 3; i++) {
       await storeAll(outbox, [asRecord(vendorRecord())], 'webhook', 1000 + i);
       // The thread ends between records, as it does between a quiet site's webhooks.
-      await vi.waitFor(() => expect(outbox.database.writerThreadRunning).toBe(false), { timeout: 5000 });
+      if (i < 2) await vi.waitFor(() => expect(outbox.database.writerThreadRunning).toBe(false), { timeout: 5000 });
     }
     expect(runs).toEqual([]);
     expect(inFileAlone(path, dir)).toBe(0);
     expect(outbox.stats().pending).toBe(3);
-    // The last connection to close folds the WAL in: a stopped agent's database file is whole.
+    // Stopped with the thread still there: the last connection to close, the thread's, folds the
+    // WAL in, and closed() waits for it. A stopped agent's database file is whole.
+    expect(outbox.database.writerThreadRunning).toBe(true);
     outbox.close();
+    await outbox.closed();
     expect(inFileAlone(path, dir)).toBe(3);
     rmSync(dir, { recursive: true, force: true });
   });
