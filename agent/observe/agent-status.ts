@@ -7,7 +7,7 @@ import type { Metrics } from './metrics.js';
 import type { Broker } from '../mqtt/broker.js';
 import type { RefusalSummary } from '../mqtt/refusal-guard.js';
 import type { Outbox, OutboxStats } from '../store/outbox.js';
-import { agentVersion } from '../platform/version.js';
+import { agentVersion, runtimeFacts } from '../platform/version.js';
 import { errorMessage } from '../platform/errors.js';
 import type { DaySummary } from '../summary/day-tally.js';
 
@@ -63,6 +63,7 @@ export function bridgeInfo(s: StatusSources): Record<string, unknown> {
   const iso = (t: number | null): string | null => (t === null ? null : formatIsoWithOffset(t, site.timeZone));
   return {
     version: agentVersion(),
+    runtime: runtimeFacts(),
     siteId: site.siteId,
     startedAt: iso(health.startedAt),
     vendor: { reachable: health.get('vendor').ok, detail: health.get('vendor').detail, baseUrl: redactUrl(site.vendorBaseUrl) },

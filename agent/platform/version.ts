@@ -43,3 +43,11 @@ export function agentVersion(): string {
   }
   return built ?? found?.version ?? '0.0.0';
 }
+
+/**
+ * The Node.js runtime this process runs on. The packages carry their own, pinned per CPU, so two
+ * boxes on one agent version can run different runtimes: a fleet reads which from bridge/info.
+ */
+export function runtimeFacts(): { node: string; arch: string } {
+  return { node: process.versions.node, arch: process.arch };
+}

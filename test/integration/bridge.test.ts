@@ -63,6 +63,7 @@ describeWith('mosquitto', 'MQTT bridge against a real broker', () => {
     const info = await late.waitFor((m) => m.topic === `${B('late')}/bridge/info`, 'bridge info');
     expect(JSON.parse(info.text)).toMatchObject({
       siteId: 'late',
+      runtime: { node: process.versions.node, arch: process.arch },
       broker: { connected: true },
       vendor: { baseUrl: sim.url },
       backlog: { pending: 0, oldestPendingAt: null, delivered: 0, lastDeliveryAt: null },
