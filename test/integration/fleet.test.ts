@@ -26,16 +26,29 @@ const KEY = 'fleet-key-0001';
 const SECRET = 'fleet-secret-0002';
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 
-/** A TCP relay standing for the site's uplink: cut() drops it (connections and listener), mend() restores it. */
+/**
+ * A TCP relay standing for the site's uplink: cut() drops its connections and refuses new ones,
+ * mend() relays again. It listens from the first mend() to close(), never in between: its port
+ * comes from the kernel's ephemeral range, and while nothing listens there any outgoing
+ * connection on the machine (the site bridge's own retries among them) may be given it as its
+ * local port, and listening again fails with EADDRINUSE.
+ */
 class Uplink {
   private server: Server | null = null;
+  private open = false;
   private readonly sockets = new Set<Socket>();
   constructor(
     readonly port: number,
     private readonly target: number,
   ) {}
-  mend(): Promise<void> {
-    this.server = createServer((s) => {
+  async mend(): Promise<void> {
+    this.open = true;
+    if (this.server) return;
+    const server = createServer((s) => {
+      if (!this.open) {
+        s.destroy();
+        return;
+      }
       const up = connect(this.target, '127.0.0.1');
       for (const x of [s, up]) {
         this.sockets.add(x);
@@ -46,12 +59,17 @@ class Uplink {
       s.on('close', () => up.destroy());
       up.on('close', () => s.destroy());
     });
-    return new Promise((resolve) => this.server?.listen(this.port, '127.0.0.1', () => resolve()));
+    this.server = server;
+    await new Promise<void>((resolve) => server.listen(this.port, '127.0.0.1', () => resolve()));
   }
-  async cut(): Promise<void> {
+  cut(): void {
+    this.open = false;
+    for (const x of this.sockets) x.destroy();
+  }
+  async close(): Promise<void> {
+    this.cut();
     const s = this.server;
     this.server = null;
-    for (const x of this.sockets) x.destroy();
     if (s) await new Promise<void>((resolve) => s.close(() => resolve()));
   }
 }
@@ -170,7 +188,7 @@ afterAll(async () => {
   for (const { agent } of agents.values()) await agent.signal('SIGTERM');
   await consumer?.close();
   for (const s of sims.values()) await s.close();
-  for (const u of uplinks.values()) await u.cut();
+  for (const u of uplinks.values()) await u.close();
   for (const b of siteBrokers.values()) await b.stop();
   await central?.stop();
 });
@@ -234,7 +252,7 @@ describeIf('fleet: sites bridged to a central broker', () => {
       for (let i = 0; i < n; i++) for (const site of SITES) sent.get(site)?.push(await webhook(site));
     };
     const since = consumer.mark();
-    for (const u of uplinks.values()) await u.cut();
+    for (const u of uplinks.values()) u.cut();
     // The central broker sees each site's bridge go (its will): the link is really down.
     for (const site of SITES) await consumer.waitFor((m) => m.topic === `chair-agent/${site}/broker/connection` && m.text === '0', `${site} bridge down`, since);
     await burst(15);
