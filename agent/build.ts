@@ -25,7 +25,8 @@ import { Retention } from './store/retention.js';
 import { LedController } from './gpio/leds.js';
 import { Buttons } from './gpio/buttons.js';
 import { Indicators } from './gpio/indicators.js';
-import { HttpListener } from './http/listener.js';
+import type { HttpListener } from './http/listener.js';
+import { listenersFromConfig } from './http/listeners-from-config.js';
 import { sendJson } from './http/body.js';
 import type { Broker } from './mqtt/broker.js';
 import { RefusalGuard } from './mqtt/refusal-guard.js';
@@ -74,6 +75,8 @@ export interface Agent {
   readonly broker: Broker;
   readonly topics: Topics;
   readonly http: HttpListener;
+  /** The listener that serves the webhook: `http`, or its own with `webhook.port`. */
+  readonly webhookHttp: HttpListener;
   readonly poller: Poller;
   readonly bridge: MqttBridge;
   readonly outbox: Outbox;
@@ -113,17 +116,7 @@ export function build(config: Config, deps: AgentDeps): Agent {
   const gpio = deps.gpio ?? gpioFromConfig(config, clock, logger);
   const registry = registryFor(config);
 
-  const http = new HttpListener({
-    host: config.http.host,
-    port: config.http.port,
-    logger: child('http'),
-    headersTimeoutMs: config.http.headersTimeoutSeconds * 1000,
-    requestTimeoutMs: config.http.requestTimeoutSeconds * 1000,
-    idleTimeoutMs: config.http.idleTimeoutSeconds * 1000,
-    maxConnections: config.http.maxConnections,
-    clock,
-    metrics,
-  });
+  const { http, webhook: webhookHttp } = listenersFromConfig(config, clock, metrics, logger);
   const poller = new Poller({
     vendor,
     registry,
@@ -244,7 +237,7 @@ export function build(config: Config, deps: AgentDeps): Agent {
   const store = new StoreComponent({ outbox, commits: webhookCommits, health, clock, logger: child('store') });
 
   if (config.webhook.enabled && config.webhook.channelSecret) {
-    http.route('POST', config.webhook.path, webhookHandler({ secret: config.webhook.channelSecret, commits: webhookCommits, keep: location?.record, logger: child('webhook'), metrics, refusals: http.refusals }), 'webhook');
+    webhookHttp.route('POST', config.webhook.path, webhookHandler({ secret: config.webhook.channelSecret, commits: webhookCommits, keep: location?.record, logger: child('webhook'), metrics, refusals: webhookHttp.refusals }), 'webhook');
   }
   http.route('GET', '/healthz', (_req, res) => sendJson(res, health.ok ? 200 : 503, health.snapshot()));
   http.route('GET', '/metrics', async (_req, res) => {
@@ -265,6 +258,7 @@ export function build(config: Config, deps: AgentDeps): Agent {
     store,
     today,
     http,
+    ...(webhookHttp === http ? [] : [webhookHttp]),
     bridge,
     publisher,
     starts,
@@ -293,6 +287,7 @@ export function build(config: Config, deps: AgentDeps): Agent {
     broker,
     topics,
     http,
+    webhookHttp,
     poller,
     bridge,
     outbox,

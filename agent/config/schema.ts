@@ -110,6 +110,11 @@ const webhook = z.strictObject({
     z.optional(text(z.minLength(1))),
     'Vendor channel secret; or env CHAIR_AGENT_WEBHOOK_SECRET, or systemd credential webhook-secret',
   ),
+  port: described(
+    z.optional(int(z.minimum(0), z.maximum(65535))),
+    'Serve the webhook alone on this port, apart from http.port (which then has no webhook): the one port to open to the vendor',
+  ),
+  host: described(z.optional(text(z.minLength(1))), 'Address of the webhook port (webhook.port); default http.host'),
 });
 
 const http = z.strictObject({
@@ -223,6 +228,23 @@ const asObject = (v: unknown): Record<string, unknown> | undefined =>
   v && typeof v === 'object' && !Array.isArray(v) ? (v as Record<string, unknown>) : undefined;
 const asInt = (v: unknown): number | undefined => (typeof v === 'number' && Number.isInteger(v) ? v : undefined);
 
+const WILDCARD_HOSTS = new Set(['0.0.0.0', '::']);
+
+/** The webhook's own port must not be the other listener's: both would fail to start. */
+function webhookPortChecks(webhookSection: Record<string, unknown>, httpSection: Record<string, unknown>, ctx: z.core.$RefinementCtx<unknown>): void {
+  const port = asInt(webhookSection['port']);
+  if (webhookSection['host'] !== undefined && webhookSection['port'] === undefined) {
+    ctx.addIssue({ code: 'custom', path: ['webhook', 'host'], message: 'only with webhook.port (without it the webhook is served on http.host:http.port)' });
+  }
+  if (port === undefined || port === 0) return;
+  const httpPort = asInt(httpSection['port']) ?? 8080;
+  const httpHost = typeof httpSection['host'] === 'string' ? httpSection['host'] : '0.0.0.0';
+  const host = typeof webhookSection['host'] === 'string' ? webhookSection['host'] : httpHost;
+  if (port === httpPort && (host === httpHost || WILDCARD_HOSTS.has(host) || WILDCARD_HOSTS.has(httpHost))) {
+    ctx.addIssue({ code: 'custom', path: ['webhook', 'port'], message: `must differ from http.port (${httpPort}) on the same address`, input: port });
+  }
+}
+
 /**
  * Rules that span several keys. They run even when other keys are wrong (`when`), so one run
  * reports every problem; hence they read the document defensively.
@@ -237,6 +259,7 @@ function crossChecks(doc: unknown, ctx: z.core.$RefinementCtx<unknown>): void {
       message: 'required while the webhook is enabled (inline, env CHAIR_AGENT_WEBHOOK_SECRET or credential webhook-secret)',
     });
   }
+  webhookPortChecks(webhookSection, asObject(c['http']) ?? {}, ctx);
   const startSection = asObject(c['start']) ?? {};
   const min = asInt(startSection['minMinutes']) ?? 1;
   const max = asInt(startSection['maxMinutes']) ?? 60;

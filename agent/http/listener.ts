@@ -28,8 +28,14 @@ interface Route {
 
 
 export interface ListenerOptions {
+  /** The component's name in logs and start-up order; `http` unless given. */
+  name?: string;
   host: string;
   port: number;
+  /** What its log lines call it; `HTTP listener` unless given. */
+  label?: string;
+  /** The config keys that set host and port, named when listening fails; `http.host/http.port` unless given. */
+  configKeys?: string;
   logger: Logger;
   /** A client must send its headers within this time. */
   headersTimeoutMs?: number;
@@ -47,19 +53,21 @@ export interface ListenerOptions {
 }
 
 /**
- * The agent's one HTTP listener (webhook, health, metrics, simulated GPIO). Short header and
+ * An HTTP listener of the agent: the one for the webhook, health, metrics, the status page and
+ * simulated GPIO, and with `webhook.port` a second one for the webhook alone. Short header and
  * request timeouts, checked every second, an idle timeout that also closes connections that never
  * send a byte, and a cap on open connections, so slow or silent clients cannot starve the
  * webhook. Refusals are logged by a RefusalLog (a flood is one line a minute).
  */
 export class HttpListener implements Component {
-  readonly name = 'http';
+  readonly name: string;
   private server: Server | null = null;
   private readonly routes: Route[] = [];
   private admission: Admission | null = null;
   readonly refusals: RefusalLog;
 
   constructor(private readonly opts: ListenerOptions) {
+    this.name = opts.name ?? 'http';
     this.refusals = new RefusalLog({ clock: opts.clock, logger: opts.logger, metrics: opts.metrics });
   }
 
@@ -107,7 +115,7 @@ export class HttpListener implements Component {
         reject(
           new AgentError(
             'HTTP_LISTEN_FAILED',
-            `cannot listen on ${this.opts.host}:${this.opts.port}: ${code === 'EADDRINUSE' ? 'the port is in use' : code === 'EACCES' ? 'permission denied' : errorMessage(err)} (http.host/http.port)`,
+            `cannot listen on ${this.opts.host}:${this.opts.port}: ${code === 'EADDRINUSE' ? 'the port is in use' : code === 'EACCES' ? 'permission denied' : errorMessage(err)} (${this.opts.configKeys ?? 'http.host/http.port'})`,
           ),
         );
       });
@@ -115,7 +123,7 @@ export class HttpListener implements Component {
     });
     this.server = server;
     const addr = this.address();
-    this.opts.logger.info({ host: addr.host, port: addr.port }, 'HTTP listener up');
+    this.opts.logger.info({ host: addr.host, port: addr.port }, `${this.opts.label ?? 'HTTP listener'} up`);
   }
 
   async stop(): Promise<void> {

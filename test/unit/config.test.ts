@@ -55,6 +55,9 @@ describe('configuration', () => {
     ['a pin used twice', 'gpio: {statusLed: 17, chairs: [{deviceId: A, button: 17}]}', 'gpio.chairs[0].button: pin 17 is already used by gpio.statusLed (got number 17)'],
     ['a chair listed twice', 'gpio: {chairs: [{deviceId: A}, {deviceId: A}]}', 'gpio.chairs[1].deviceId: A is already listed at gpio.chairs[0]'],
     ['minutes out of range', 'start: {maxMinutes: 10}\ngpio: {chairs: [{deviceId: A, minutes: 30}]}', 'gpio.chairs[0].minutes: must be within start.minMinutes..start.maxMinutes (1..10) (got number 30)'],
+    ['the webhook on the status page\'s port', 'webhook: {channelSecret: s, port: 8080}', 'webhook.port: must differ from http.port (8080) on the same address (got number 8080)'],
+    ['the webhook on the status page\'s port, one host a wildcard', 'http: {host: 127.0.0.1, port: 9000}\nwebhook: {channelSecret: s, host: "::", port: 9000}', 'webhook.port: must differ from http.port (9000) on the same address (got number 9000)'],
+    ['a webhook host without its port', 'webhook: {channelSecret: s, host: 192.168.1.5}', 'webhook.host: only with webhook.port (without it the webhook is served on http.host:http.port)'],
     ['a bad log level', 'log: {level: loud}', 'log.level: must be one of "fatal", "error", "warn", "info", "debug", "trace", "silent" (got text "loud")'],
     ['a list where a mapping belongs', 'mqtt: [1, 2]', 'mqtt: expected a mapping, got a list'],
     ['a missing TLS file', 'mqtt: {url: "mqtts://b", ca: /nonexistent/ca.pem}', 'mqtt.ca: cannot read /nonexistent/ca.pem (ENOENT)'],
@@ -62,6 +65,15 @@ describe('configuration', () => {
     ['a support URL that is not one', 'homeassistant: {supportUrl: "help desk"}', 'homeassistant.supportUrl: Invalid URL (got text "help desk")'],
   ])('reports %s as "path: problem"', (_what, extra, expected) => {
     expect(problems(withSections(extra))).toContain(expected);
+  });
+
+  it('serves the webhook on a port of its own only when asked, on http.host unless given a host', () => {
+    expect(parseConfig(BASE, 'c.yaml', { env: {} }).config.webhook).not.toHaveProperty('port');
+    const own = parseConfig(withSections('http: {host: 192.168.1.5, port: 8080}\nwebhook: {channelSecret: s, port: 8443}'), 'c.yaml', { env: {} }).config;
+    expect(own.webhook).toMatchObject({ port: 8443 });
+    expect(own.webhook.host).toBeUndefined();
+    // Two addresses of the box may each have their own listener on one port number.
+    expect(problems(withSections('http: {host: 192.168.1.5, port: 8080}\nwebhook: {channelSecret: s, host: 10.8.0.2, port: 8080}'))).toEqual([]);
   });
 
   it('reports every problem at once', () => {

@@ -12,8 +12,9 @@ export const SIM_DEFAULT_PORT = 8090;
 function webhookUrlOf(loaded: LoadedConfig): string | undefined {
   const c = loaded.config;
   if (!c.webhook.enabled) return undefined;
-  const host = c.http.host === '0.0.0.0' || c.http.host === '::' ? '127.0.0.1' : c.http.host;
-  return `http://${host.includes(':') ? `[${host}]` : host}:${c.http.port}${c.webhook.path}`;
+  const listen = c.webhook.host ?? c.http.host;
+  const host = listen === '0.0.0.0' || listen === '::' ? '127.0.0.1' : listen;
+  return `http://${host.includes(':') ? `[${host}]` : host}:${c.webhook.port ?? c.http.port}${c.webhook.path}`;
 }
 
 /**
