@@ -78,5 +78,30 @@ until [ "$(journal | grep -c '"msg":"agent started"')" -gt "$started" ]; do
   sleep 0.2
 done
 ok "its JSON lines reach the journal through stdout ($out)"
+
+# 5. The webhook on a port of its own (webhook.port), as the unit's sandbox runs it: the vendor's
+#    port stores a signed record and serves nothing else; the LAN's port keeps health and no longer
+#    serves the webhook. No broker: the record waits in the outbox, and is answered 200 once stored.
+cat > /etc/chair-agent/config.yaml <<'YAML'
+site: {id: systemd-vm}
+vendor: {baseUrl: "http://127.0.0.1:9", apiKey: systemd-test-key-0001}
+webhook: {channelSecret: systemd-test-secret-0001, port: 8443}
+http: {host: 127.0.0.1, port: 8080}
+mqtt: {url: "mqtt://127.0.0.1:1883"}
+gpio: {driver: sim}
+YAML
+systemctl restart chair-agent || fail "the agent did not start with webhook.port: $(journal | tail -5)"
+answers=$(/opt/chair-agent/runtime/bin/node --input-type=module - <<'JS'
+import { createHmac } from 'node:crypto';
+const body = JSON.stringify({ TransactionId: 'SYSTEMD-1', Status: 'finished', DeviceId: 'MC7001', Amount: '20.00' });
+const signature = createHmac('sha256', 'systemd-test-secret-0001').update(body).digest('base64');
+const post = (port) => fetch(`http://127.0.0.1:${port}/vendor/webhook`, { method: 'POST', headers: { 'x-vendor-signature': signature }, body }).then((r) => r.status);
+const get = (port, path) => fetch(`http://127.0.0.1:${port}${path}`).then((r) => r.status);
+console.log([await post(8443), await get(8443, '/metrics'), await post(8080), await get(8080, '/healthz') === 404 ? 404 : 'up'].join(' '));
+JS
+) || fail "could not reach the agent's ports"
+[ "$answers" = "200 404 404 up" ] || fail "webhook port 200, its /metrics 404, the LAN port's webhook 404 and /healthz up; got: $answers"
+journal | grep -q '"msg":"webhook listener up"' || fail "no 'webhook listener up' in the journal"
+ok "webhook.port: the record stored (200) on 8443, which serves nothing else; 8080 keeps /healthz, not the webhook"
 echo "SYSTEMD-TEST PASS"
 systemctl poweroff -ff
