@@ -230,7 +230,7 @@ const asInt = (v: unknown): number | undefined => (typeof v === 'number' && Numb
 
 const WILDCARD_HOSTS = new Set(['0.0.0.0', '::']);
 
-/** The webhook's own port must not be the other listener's: both would fail to start. */
+/** The webhook's own port must not be the other listener's: the second to bind would fail, and the start with it. */
 function webhookPortChecks(webhookSection: Record<string, unknown>, httpSection: Record<string, unknown>, ctx: z.core.$RefinementCtx<unknown>): void {
   const port = asInt(webhookSection['port']);
   if (webhookSection['host'] !== undefined && webhookSection['port'] === undefined) {
