@@ -2,7 +2,8 @@ import { accessSync, constants, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseDocument } from 'yaml';
 import type * as z from 'zod/mini';
-import { errorCode } from '../platform/errors.js';
+import { errorCode, errorMessage } from '../platform/errors.js';
+import { readTlsPair } from '../platform/tls-files.js';
 import { deepFreeze } from '../core/deep-freeze.js';
 import { ConfigError } from './config-error.js';
 import { ConfigSchema, SECRET_PATHS, formatPath, type Config } from './schema.js';
@@ -81,6 +82,15 @@ export function validateConfig(raw: unknown, path: string, sources: ConfigSource
   ];
   if ((config.mqtt.cert === undefined) !== (config.mqtt.key === undefined)) {
     fileProblems.push(`mqtt.${config.mqtt.cert === undefined ? 'cert' : 'key'}: required when mqtt.${config.mqtt.cert === undefined ? 'key' : 'cert'} is set`);
+  }
+  const w = config.webhook;
+  if (w.enabled && w.port !== undefined && w.cert !== undefined && w.key !== undefined) {
+    // Read and matched here, so that `check` says what the listener would fail on at start.
+    try {
+      readTlsPair({ cert: w.cert, key: w.key }, { cert: 'webhook.cert', key: 'webhook.key' });
+    } catch (err) {
+      fileProblems.push(errorMessage(err));
+    }
   }
   if (fileProblems.length > 0) throw new ConfigError('CONFIG_INVALID', fileProblems);
   return { config: deepFreeze(config), path, secretSources };

@@ -115,6 +115,11 @@ const webhook = z.strictObject({
     'Serve the webhook alone on this port, apart from http.port (which then has no webhook): the one port to open to the vendor',
   ),
   host: described(z.optional(text(z.minLength(1))), 'Address of the webhook port (webhook.port); default http.host'),
+  cert: described(
+    z.optional(text(z.minLength(1))),
+    'PEM certificate file (with its chain): webhook.port then serves HTTPS; picked up again when the file changes',
+  ),
+  key: described(z.optional(text(z.minLength(1))), 'PEM private key file of webhook.cert'),
 });
 
 const http = z.strictObject({
@@ -230,11 +235,23 @@ const asInt = (v: unknown): number | undefined => (typeof v === 'number' && Numb
 
 const WILDCARD_HOSTS = new Set(['0.0.0.0', '::']);
 
-/** The webhook's own port must not be the other listener's: the second to bind would fail, and the start with it. */
+/**
+ * The webhook's own port must not be the other listener's: the second to bind would fail, and the
+ * start with it. What only that port serves (its host, its TLS files) needs it.
+ */
 function webhookPortChecks(webhookSection: Record<string, unknown>, httpSection: Record<string, unknown>, ctx: z.core.$RefinementCtx<unknown>): void {
   const port = asInt(webhookSection['port']);
   if (webhookSection['host'] !== undefined && webhookSection['port'] === undefined) {
     ctx.addIssue({ code: 'custom', path: ['webhook', 'host'], message: 'only with webhook.port (without it the webhook is served on http.host:http.port)' });
+  }
+  // TLS is served on the webhook's own port, the one open to the vendor: the status page and the
+  // metrics on http.port stay plain HTTP for the LAN's browsers and scrapers.
+  for (const [k, other] of [['cert', 'key'], ['key', 'cert']] as const) {
+    if (webhookSection[k] === undefined) continue;
+    if (webhookSection['port'] === undefined) {
+      ctx.addIssue({ code: 'custom', path: ['webhook', k], message: 'only with webhook.port (HTTPS is served on the webhook\'s own port; http.port stays plain HTTP)' });
+    }
+    if (webhookSection[other] === undefined) ctx.addIssue({ code: 'custom', path: ['webhook', other], message: `required when webhook.${k} is set` });
   }
   if (port === undefined || port === 0) return;
   const httpPort = asInt(httpSection['port']) ?? 8080;

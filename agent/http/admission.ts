@@ -6,6 +6,7 @@ export type ConnectionUse = 'silent' | 'idle' | 'webhook' | 'stream' | 'other';
 interface Tracked {
   socket: Socket;
   remote: string;
+  endpoint: string;
   openedAt: number;
   use: ConnectionUse;
 }
@@ -40,6 +41,11 @@ const EVICTION_ORDER: ConnectionUse[] = ['silent', 'idle', 'stream', 'other'];
 export class Admission {
   private readonly open = new Map<Socket, Tracked>();
   private readonly byRemote = new Map<string, number>();
+  /**
+   * The tracked connection by its peer's address and port. Behind TLS a request's socket is the
+   * TLS socket wrapped around the TCP connection admitted here: the same peer, another object.
+   */
+  private readonly byEndpoint = new Map<string, Socket>();
 
   constructor(private readonly opts: AdmissionOptions) {}
 
@@ -59,7 +65,9 @@ export class Admission {
     if (mine >= this.opts.perClient) this.evict((t) => t.remote === remote);
     if (this.open.size >= this.opts.hard && !this.evict(() => true) && !this.evictHeaviestSilent()) return false;
     if (this.open.size >= this.opts.soft) this.evict((t) => t.use === 'silent' || t.use === 'idle', true);
-    this.open.set(socket, { socket, remote, openedAt: this.opts.now(), use: 'silent' });
+    const key = endpoint(socket);
+    this.open.set(socket, { socket, remote, endpoint: key, openedAt: this.opts.now(), use: 'silent' });
+    this.byEndpoint.set(key, socket);
     this.byRemote.set(remote, (this.byRemote.get(remote) ?? 0) + 1);
     socket.once('close', () => this.forget(socket));
     return true;
@@ -67,7 +75,8 @@ export class Admission {
 
   /** What a connection is used for now (a request arrived, or its answer was sent). */
   mark(socket: Socket, use: ConnectionUse): void {
-    const t = this.open.get(socket);
+    const admitted = this.open.has(socket) ? socket : this.byEndpoint.get(endpoint(socket));
+    const t = admitted && this.open.get(admitted);
     if (t) t.use = use;
   }
 
@@ -122,8 +131,13 @@ export class Admission {
     const t = this.open.get(socket);
     if (!t) return;
     this.open.delete(socket);
+    if (this.byEndpoint.get(t.endpoint) === socket) this.byEndpoint.delete(t.endpoint);
     const n = (this.byRemote.get(t.remote) ?? 1) - 1;
     if (n > 0) this.byRemote.set(t.remote, n);
     else this.byRemote.delete(t.remote);
   }
+}
+
+function endpoint(socket: Socket): string {
+  return `${socket.remoteAddress ?? '?'}|${socket.remotePort ?? '?'}`;
 }

@@ -3,7 +3,8 @@ import { createRequire } from 'node:module';
 
 // Not `import { createServer } from 'node:http'`: the ESM view of node:http reads every export,
 // and its lazy WebSocket getters load Node's own copy of undici (about 20 ms at each start).
-const { createServer } = createRequire(import.meta.url)('node:http') as typeof import('node:http');
+const require = createRequire(import.meta.url);
+const { createServer } = require('node:http') as typeof import('node:http');
 import type { AddressInfo, Socket } from 'node:net';
 import { Admission } from './admission.js';
 import type { Clock } from '../platform/clock.js';
@@ -13,6 +14,7 @@ import { AgentError, errorCode, errorMessage } from '../platform/errors.js';
 import type { Component } from '../platform/component.js';
 import { sendJson } from './body.js';
 import { RefusalLog } from './refusal-log.js';
+import type { ServedCertificate } from './served-certificate.js';
 
 export type RouteHandler = (req: IncomingMessage, res: ServerResponse, match: RegExpExecArray | null) => Promise<void> | void;
 
@@ -50,6 +52,8 @@ export interface ListenerOptions {
   maxConnections?: number;
   clock: Clock;
   metrics?: Metrics;
+  /** Serve HTTPS with this certificate, picked up again when its files change. */
+  certificate?: ServedCertificate;
 }
 
 /**
@@ -76,15 +80,29 @@ export class HttpListener implements Component {
   }
 
   async start(): Promise<void> {
-    const server = createServer(
-      {
-        headersTimeout: this.opts.headersTimeoutMs ?? 5_000,
-        requestTimeout: this.opts.requestTimeoutMs ?? 10_000,
-        keepAliveTimeout: 5_000,
-        connectionsCheckingInterval: 1_000,
-      },
-      (req, res) => void this.dispatch(req, res),
-    );
+    const options = {
+      headersTimeout: this.opts.headersTimeoutMs ?? 5_000,
+      requestTimeout: this.opts.requestTimeoutMs ?? 10_000,
+      keepAliveTimeout: 5_000,
+      connectionsCheckingInterval: 1_000,
+    };
+    const handler = (req: IncomingMessage, res: ServerResponse): void => void this.dispatch(req, res);
+    const certificate = this.opts.certificate;
+    let server: Server;
+    let secure: import('node:https').Server | null = null;
+    if (certificate) {
+      const { cert, key } = certificate.load();
+      // Loaded only here: a box without TLS on a listener never pays for node:https.
+      const https = require('node:https') as typeof import('node:https');
+      // A handshake is held to the header timeout: a client that connects and says nothing
+      // would otherwise keep its slot for TLS's default two minutes.
+      server = secure = https.createServer({ ...options, cert, key, handshakeTimeout: options.headersTimeout }, handler);
+      secure.on('tlsClientError', (err: Error, socket: Socket) => {
+        this.refusals.note('http', 'tls', 'TLS handshake failed; connection closed', { remote: socket.remoteAddress, err: errorMessage(err) });
+      });
+    } else {
+      server = createServer(options, handler);
+    }
     server.timeout = this.opts.idleTimeoutMs ?? 10_000;
     const soft = this.opts.maxConnections ?? 64;
     // A client sends its request right after connecting; one silent for half a second may give
@@ -123,12 +141,21 @@ export class HttpListener implements Component {
     });
     this.server = server;
     const addr = this.address();
-    this.opts.logger.info({ host: addr.host, port: addr.port }, `${this.opts.label ?? 'HTTP listener'} up`);
+    const expires = certificate?.expiresAt();
+    this.opts.logger.info(
+      { host: addr.host, port: addr.port, ...(expires != null ? { tls: true, certificateExpires: new Date(expires).toISOString() } : {}) },
+      `${this.opts.label ?? 'HTTP listener'} up`,
+    );
+    if (certificate && secure) {
+      const tls = secure;
+      certificate.start((pair) => tls.setSecureContext({ cert: pair.cert, key: pair.key }));
+    }
   }
 
   async stop(): Promise<void> {
     const server = this.server;
     this.server = null;
+    this.opts.certificate?.stop();
     this.refusals.stop();
     if (!server) return;
     const closed = new Promise<void>((resolve) => server.close(() => resolve()));

@@ -1,4 +1,4 @@
-import { request } from 'undici';
+import { Agent, request, type Dispatcher } from 'undici';
 import type { Clock } from '../platform/clock.js';
 import type { Logger } from '../platform/logger.js';
 import { errorMessage } from '../platform/errors.js';
@@ -15,6 +15,7 @@ export interface WebhookTarget {
  */
 export class WebhookSender {
   private queue: Promise<void> = Promise.resolve();
+  private dispatcher: Dispatcher | null = null;
   private stopped = false;
   sent = 0;
   failed = 0;
@@ -38,12 +39,26 @@ export class WebhookSender {
 
   stop(): void {
     this.stopped = true;
+    void this.dispatcher?.close();
+  }
+
+  /**
+   * An https:// webhook is sent without checking the site's certificate: it names the site's
+   * public host (or is the site's own), and the simulator reaches the box at a local address.
+   * The simulator stands in for the vendor's webhook, not for its trust in certificates.
+   */
+  private dispatcherFor(url: string): Dispatcher | undefined {
+    if (!url.startsWith('https:')) return undefined;
+    this.dispatcher ??= new Agent({ connect: { rejectUnauthorized: false } });
+    return this.dispatcher;
   }
 
   private async deliver(body: string): Promise<void> {
     for (let attempt = 1; attempt <= this.attempts && !this.stopped; attempt++) {
       try {
+        const dispatcher = this.dispatcherFor(this.target.url);
         const res = await request(this.target.url, {
+          ...(dispatcher ? { dispatcher } : {}),
           method: 'POST',
           headers: { 'content-type': 'application/json', 'x-vendor-signature': signBody(body, this.target.secret) },
           body,

@@ -14,6 +14,7 @@ const HOW: Record<string, string> = {
   chromium: 'install chromium to run them (sudo apt install chromium)',
   root: 'they run as root only',
   prlimit: 'install util-linux to run them (prlimit)',
+  openssl: 'install openssl to run them (sudo apt install openssl)',
 };
 
 /**

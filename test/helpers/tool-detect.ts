@@ -9,7 +9,7 @@ import { mosquittoPath } from '../../bench/lib/broker.js';
  * reporter counts into one line at the end of the run ("N tests skipped: install mosquitto to
  * run them"). Nothing fails for a missing tool.
  */
-export type Tool = 'mosquitto' | 'mosquitto clients' | 'curl' | 'prometheus' | 'gpiod addon' | 'systemd' | 'python3' | 'chromium' | 'rabbitmq' | 'root' | 'a Node.js older than 22' | 'prlimit';
+export type Tool = 'mosquitto' | 'mosquitto clients' | 'curl' | 'prometheus' | 'gpiod addon' | 'systemd' | 'python3' | 'chromium' | 'rabbitmq' | 'root' | 'a Node.js older than 22' | 'prlimit' | 'openssl';
 
 const onPath = (cmd: string): boolean => spawnSync('sh', ['-c', `command -v ${cmd}`], { stdio: 'ignore' }).status === 0;
 
@@ -25,6 +25,7 @@ const detect: Record<Tool, () => boolean> = {
   rabbitmq: () => existsSync('/usr/lib/rabbitmq/bin/rabbitmq-server') && onPath('openssl'),
   root: () => process.getuid?.() === 0,
   prlimit: () => onPath('prlimit'),
+  openssl: () => onPath('openssl'),
   'a Node.js older than 22': () => oldNode() !== null,
 };
 

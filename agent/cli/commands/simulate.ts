@@ -14,7 +14,8 @@ function webhookUrlOf(loaded: LoadedConfig): string | undefined {
   if (!c.webhook.enabled) return undefined;
   const listen = c.webhook.host ?? c.http.host;
   const host = listen === '0.0.0.0' || listen === '::' ? '127.0.0.1' : listen;
-  return `http://${host.includes(':') ? `[${host}]` : host}:${c.webhook.port ?? c.http.port}${c.webhook.path}`;
+  const scheme = c.webhook.port !== undefined && c.webhook.cert !== undefined ? 'https' : 'http';
+  return `${scheme}://${host.includes(':') ? `[${host}]` : host}:${c.webhook.port ?? c.http.port}${c.webhook.path}`;
 }
 
 /**

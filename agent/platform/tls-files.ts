@@ -1,0 +1,61 @@
+import { readFileSync, statSync } from 'node:fs';
+import { createSecureContext } from 'node:tls';
+import { X509Certificate } from 'node:crypto';
+import { AgentError, errorCode, errorMessage } from './errors.js';
+
+/** The PEM files a listener serves TLS with: the certificate (with its chain) and its key. */
+export interface TlsFiles {
+  cert: string;
+  key: string;
+}
+
+export interface TlsPair {
+  cert: Buffer;
+  key: Buffer;
+  /** When the certificate stops being valid (ms since the epoch). */
+  notAfter: number;
+}
+
+/**
+ * Reads and checks a certificate and its key as a TLS server would use them: both readable, the
+ * certificate PEM, the key the certificate's. Throws `TLS_FILES_INVALID` naming the config key.
+ * An expired certificate is not an error here: the listener still serves it and says so.
+ */
+export function readTlsPair(files: TlsFiles, keys: { cert: string; key: string }): TlsPair {
+  const read = (file: string, key: string): Buffer => {
+    try {
+      return readFileSync(file);
+    } catch (err) {
+      throw new AgentError('TLS_FILES_INVALID', `${key}: cannot read ${file} (${errorCode(err) ?? 'error'})`);
+    }
+  };
+  const cert = read(files.cert, keys.cert);
+  const key = read(files.key, keys.key);
+  let notAfter: number;
+  try {
+    notAfter = Date.parse(new X509Certificate(cert).validTo);
+  } catch {
+    throw new AgentError('TLS_FILES_INVALID', `${keys.cert}: ${files.cert} is not a PEM certificate`);
+  }
+  try {
+    createSecureContext({ cert, key });
+  } catch (err) {
+    // OpenSSL's own words, which never carry the key: "key values mismatch", "bad decrypt"...
+    const reason = /mismatch/i.test(errorMessage(err)) ? `does not belong to the certificate in ${files.cert}` : `is not a usable PEM private key (${errorMessage(err)})`;
+    throw new AgentError('TLS_FILES_INVALID', `${keys.key}: ${files.key} ${reason}`);
+  }
+  return { cert, key, notAfter };
+}
+
+/** What changes when either file is replaced or rewritten: a renewal shows up here. */
+export function tlsFilesSignature(files: TlsFiles): string {
+  const sig = (file: string): string => {
+    try {
+      const s = statSync(file);
+      return `${s.ino}:${s.size}:${s.mtimeMs}`;
+    } catch (err) {
+      return errorCode(err) ?? 'error';
+    }
+  };
+  return `${sig(files.cert)}|${sig(files.key)}`;
+}

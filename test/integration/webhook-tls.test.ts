@@ -1,0 +1,275 @@
+import { spawnSync } from 'node:child_process';
+import { X509Certificate } from 'node:crypto';
+import { copyFileSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { connect, type Socket } from 'node:net';
+import { connect as tlsConnect } from 'node:tls';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Agent as HttpsClient, request } from 'undici';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ConfigError, parseConfig } from '../../agent/config/load.js';
+import { HttpListener } from '../../agent/http/listener.js';
+import { ServedCertificate } from '../../agent/http/served-certificate.js';
+import { signBody } from '../../agent/http/sign.js';
+import { Metrics } from '../../agent/observe/metrics.js';
+import { WebhookSender } from '../../agent/simulator/webhook-sender.js';
+import { systemClock } from '../../agent/platform/clock.js';
+import { FakeClock } from '../helpers/fake-clock.js';
+import { memoryLogger } from '../helpers/memory-logger.js';
+import { startRig, type Rig } from '../helpers/rig.js';
+import { Subscriber } from '../helpers/subscriber.js';
+import { TEST_SECRET } from '../helpers/config.js';
+import { vendorRecord } from '../helpers/records.js';
+import { describeWith } from '../helpers/tools.js';
+import { waitFor } from '../helpers/wait.js';
+
+/**
+ * `webhook.cert` and `webhook.key`: the webhook's own port serves HTTPS, as a vendor's cloud
+ * expects of a URL on the internet. Real certificates made by OpenSSL, a real TLS listener on
+ * loopback, real TLS clients that check the certificate, and the simulator's sender.
+ */
+const dir = mkdtempSync(join(tmpdir(), 'webhook-tls-'));
+
+/** A self-signed certificate for 127.0.0.1 and its key, valid `days` days from now. */
+function makePair(name: string, days: number): { cert: string; key: string } {
+  const cert = join(dir, `${name}.crt`);
+  const key = join(dir, `${name}.key`);
+  const r = spawnSync(
+    'openssl',
+    ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-days', String(days), '-subj', `/CN=${name}`, '-addext', 'subjectAltName=IP:127.0.0.1', '-keyout', key, '-out', cert],
+    { encoding: 'utf8' },
+  );
+  if (r.status !== 0) throw new Error(`openssl: ${r.stderr}`);
+  return { cert, key };
+}
+
+const fingerprint = (pemFile: string): string => new X509Certificate(readFileSync(pemFile)).fingerprint256;
+
+/** The certificate a client that trusts `caFile` is shown at `port`: rejects when the client refuses it. */
+function servedFingerprint(port: number, caFile: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const socket = tlsConnect({ host: '127.0.0.1', port, ca: readFileSync(caFile) }, () => {
+      resolve(socket.getPeerCertificate().fingerprint256);
+      socket.end();
+    });
+    socket.once('error', reject);
+  });
+}
+
+/** A handler held until released: `entering` resolves once a request is inside it. */
+function gate(): { entering: Promise<void>; entered: () => void; released: Promise<void>; release: () => void } {
+  let entered = (): void => undefined;
+  let release = (): void => undefined;
+  const entering = new Promise<void>((resolve) => (entered = resolve));
+  const released = new Promise<void>((resolve) => (release = resolve));
+  return { entering, entered: () => entered(), released, release: () => release() };
+}
+
+/** A TCP connection to the port that says nothing. */
+function openSocket(port: number): Promise<Socket> {
+  return new Promise((resolve, reject) => {
+    const s = connect(port, '127.0.0.1', () => resolve(s));
+    s.once('error', reject);
+  });
+}
+
+describeWith('openssl', 'the webhook port over HTTPS: its certificate', () => {
+  const clock = new FakeClock(Date.now());
+  const metrics = new Metrics({ defaultMetrics: false });
+  const { logger, lines } = memoryLogger();
+  let live: { cert: string; key: string };
+  let listener: HttpListener;
+  let port: number;
+  const held = gate();
+
+  beforeAll(async () => {
+    const first = makePair('first', 30);
+    live = { cert: join(dir, 'live.crt'), key: join(dir, 'live.key') };
+    copyFileSync(first.cert, live.cert);
+    copyFileSync(first.key, live.key);
+    const certificate = new ServedCertificate({ files: live, keys: { cert: 'webhook.cert', key: 'webhook.key' }, clock, logger, checkMs: 60_000 });
+    // Four connections before the quietest give way, eight from one address: a flood is cheap to make.
+    listener = new HttpListener({ host: '127.0.0.1', port: 0, logger, clock, metrics, certificate, maxConnections: 4 });
+    listener.route('POST', '/vendor/webhook', (_req, res) => void res.end('{}'), 'webhook');
+    listener.route('POST', '/held', async (req, res) => {
+      req.resume();
+      held.entered();
+      await held.released;
+      res.end('{}');
+    }, 'webhook');
+    await listener.start();
+    port = listener.address().port;
+  });
+
+  afterAll(async () => {
+    await listener.stop();
+  });
+
+  it('is served to a client that checks it, with its expiry in the start line', async () => {
+    expect(await servedFingerprint(port, live.cert)).toBe(fingerprint(live.cert));
+    // The TCP connection under the TLS one is let go when it closes: none is held for good.
+    await waitFor(() => listener.openConnections() === 0, 'the connection forgotten');
+    const up = lines.find((l) => l.msg === 'HTTP listener up');
+    expect(up).toMatchObject({ tls: true, certificateExpires: new Date(new X509Certificate(readFileSync(live.cert)).validTo).toISOString() });
+  });
+
+  it('answers no plain HTTP on that port: the connection is closed and the refusal counted', async () => {
+    const answer = await new Promise<string>((resolve) => {
+      const s = connect(port, '127.0.0.1', () => s.write('POST /vendor/webhook HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}'));
+      let got = '';
+      s.on('data', (d: Buffer) => (got += d.toString('latin1')));
+      s.on('close', () => resolve(got));
+      s.on('error', () => undefined);
+    });
+    expect(answer).not.toMatch(/^HTTP\/1\.1 200/);
+    await waitFor(() => metrics.refused.render().includes('chair_agent_refused_requests_total{what="http",status="tls"} 1'), 'the refusal in the metrics');
+    expect(lines.some((l) => l.msg === 'TLS handshake failed; connection closed' && l.level === 'warn')).toBe(true);
+  });
+
+  it('never closes a webhook in flight to make room, behind TLS as on plain HTTP', async () => {
+    const client = new HttpsClient({ connect: { ca: readFileSync(live.cert) } });
+    const answer = request(`https://127.0.0.1:${port}/held`, { method: 'POST', body: '{}', dispatcher: client });
+    await held.entering;
+    // Past the grace a new connection gets to send its request, then a flood from the same address.
+    await clock.advance(1_000);
+    const flood = await Promise.all(Array.from({ length: 12 }, () => openSocket(port)));
+    await waitFor(() => listener.openConnections() >= 12, 'the listener to take the flood in');
+    held.release();
+    const r = await answer;
+    expect(r.statusCode).toBe(200);
+    await r.body.dump();
+    for (const s of flood) s.destroy();
+    await client.close();
+  });
+
+  it('keeps serving the old certificate while a renewal is half written, and the new one once it is whole', async () => {
+    const renewed = makePair('renewed', 90);
+    const before = fingerprint(live.cert);
+    // The key first, as a copy of two files lands: the new key does not fit the old certificate.
+    copyFileSync(renewed.key, live.key);
+    await clock.advance(60_000);
+    expect(lines.filter((l) => l.msg === 'new certificate files not loaded; still serving the previous certificate')).toHaveLength(1);
+    expect(await servedFingerprint(port, live.cert)).toBe(before);
+    // Looked at again a minute later, unchanged: no second warning.
+    await clock.advance(60_000);
+    expect(lines.filter((l) => l.msg === 'new certificate files not loaded; still serving the previous certificate')).toHaveLength(1);
+
+    copyFileSync(renewed.cert, live.cert);
+    await clock.advance(60_000);
+    expect(lines.some((l) => l.msg === 'certificate reloaded')).toBe(true);
+    // No restart: the same listener, on the same port, shows a new connection the new certificate.
+    expect(await servedFingerprint(port, renewed.cert)).toBe(fingerprint(renewed.cert));
+    const r = await request(`https://127.0.0.1:${port}/vendor/webhook`, { method: 'POST', body: '{}', dispatcher: new HttpsClient({ connect: { ca: readFileSync(renewed.cert) } }) });
+    expect(r.statusCode).toBe(200);
+    await r.body.dump();
+  });
+
+  it('warns, once a day, when the certificate served is within two weeks of its expiry', async () => {
+    const warnings = (): number => lines.filter((l) => l.level === 'warn' && /^certificate expires in \d+ days \(webhook\.cert\)/.test(l.msg)).length;
+    expect(warnings()).toBe(0);
+    clock.jump(80 * 86_400_000); // the renewed certificate (90 days) now has under 14 left
+    await clock.advance(60_000);
+    expect(warnings()).toBe(1);
+    await clock.advance(60 * 60_000);
+    expect(warnings()).toBe(1);
+    await clock.advance(24 * 60 * 60_000);
+    expect(warnings()).toBe(2);
+  });
+});
+
+describeWith('openssl', 'the webhook port over HTTPS: `check`', () => {
+  const base = (webhook: string): string => `site: {id: x}\nvendor: {baseUrl: "https://x", apiKey: k-1234}\nwebhook: {channelSecret: s, ${webhook}}\n`;
+  const problems = (yaml: string): string[] => {
+    try {
+      parseConfig(yaml, 'c.yaml', { env: {} });
+      return [];
+    } catch (err) {
+      expect(err).toBeInstanceOf(ConfigError);
+      return [...(err as ConfigError).problems];
+    }
+  };
+
+  it('takes a certificate and its key on the webhook port', () => {
+    const p = makePair('check-ok', 30);
+    expect(problems(base(`port: 8443, cert: ${p.cert}, key: ${p.key}`))).toEqual([]);
+  });
+
+  it('says which file is wrong, and never prints a key', () => {
+    const a = makePair('check-a', 30);
+    const b = makePair('check-b', 30);
+    const junk = join(dir, 'junk.crt');
+    writeFileSync(junk, 'not a certificate\n');
+    expect(problems(base(`port: 8443, cert: ${a.cert}, key: ${b.key}`))).toEqual([`webhook.key: ${b.key} does not belong to the certificate in ${a.cert}`]);
+    expect(problems(base(`port: 8443, cert: ${junk}, key: ${a.key}`))).toEqual([`webhook.cert: ${junk} is not a PEM certificate`]);
+    const swapped = problems(base(`port: 8443, cert: ${a.cert}, key: ${a.cert}`));
+    expect(swapped).toHaveLength(1);
+    expect(swapped[0]).toMatch(/^webhook\.key: .* is not a usable PEM private key/);
+    expect(problems(base(`port: 8443, cert: ${join(dir, 'none.crt')}, key: ${a.key}`))).toEqual([`webhook.cert: cannot read ${join(dir, 'none.crt')} (ENOENT)`]);
+    const keyText = readFileSync(a.key, 'utf8').split('\n')[1] ?? '';
+    expect(problems(base(`port: 8443, cert: ${a.key}, key: ${a.key}`)).join('\n')).not.toContain(keyText);
+  });
+});
+
+describe('the webhook port over HTTPS: the keys that go with it', () => {
+  const problems = (webhook: string): string[] => {
+    try {
+      parseConfig(`site: {id: x}\nvendor: {baseUrl: "https://x", apiKey: k-1234}\nwebhook: {channelSecret: s, ${webhook}}\n`, 'c.yaml', { env: {} });
+      return [];
+    } catch (err) {
+      return [...(err as ConfigError).problems];
+    }
+  };
+
+  it('serves TLS only on the webhook\'s own port, and needs both files', () => {
+    expect(problems('cert: /etc/c.pem, key: /etc/k.pem')).toEqual([
+      "webhook.cert: only with webhook.port (HTTPS is served on the webhook's own port; http.port stays plain HTTP)",
+      "webhook.key: only with webhook.port (HTTPS is served on the webhook's own port; http.port stays plain HTTP)",
+    ]);
+    expect(problems('port: 8443, cert: /etc/c.pem')).toEqual(['webhook.key: required when webhook.cert is set']);
+    expect(problems('port: 8443, key: /etc/k.pem')).toEqual(['webhook.cert: required when webhook.key is set']);
+  });
+});
+
+describeWith(['mosquitto', 'openssl'], 'a signed webhook over HTTPS, end to end', () => {
+  let rig: Rig;
+  let sub: Subscriber;
+  let pair: { cert: string; key: string };
+
+  beforeAll(async () => {
+    pair = makePair('rig', 30);
+    rig = await startRig({ site: 'tls-port', sections: { webhook: { port: 0, cert: pair.cert, key: pair.key } } });
+    sub = await Subscriber.connect(rig.broker.url, 'chair-agent/tls-port/transactions/#');
+  }, 30_000);
+
+  afterAll(async () => {
+    await sub?.close();
+    await rig?.close();
+  });
+
+  it('stores what the simulator sends to https:// and delivers it to the broker', async () => {
+    const { logger } = memoryLogger();
+    const sender = new WebhookSender({ url: `https://127.0.0.1:${rig.agent.webhookHttp.address().port}/vendor/webhook`, secret: TEST_SECRET }, systemClock, logger);
+    const rec = vendorRecord({ Status: 'finished', PaymentMethod: 'qr' });
+    sender.send(rec);
+    await sender.idle();
+    sender.stop();
+    expect(sender.sent).toBe(1);
+    const delivered = await sub.waitFor((m) => (JSON.parse(m.text) as { TransactionId?: string }).TransactionId === rec['TransactionId'], 'the record on MQTT');
+    expect(delivered.topic).toBe(`chair-agent/tls-port/transactions/${String(rec['DeviceId'])}`);
+  });
+
+  it('answers a client that checks the certificate, and puts the expiry in the metrics on http.port', async () => {
+    const body = JSON.stringify(vendorRecord());
+    const r = await request(`https://127.0.0.1:${rig.agent.webhookHttp.address().port}/vendor/webhook`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-vendor-signature': signBody(body, TEST_SECRET) },
+      body,
+      dispatcher: new HttpsClient({ connect: { ca: readFileSync(pair.cert) } }),
+    });
+    expect(r.statusCode).toBe(200);
+    await r.body.dump();
+    const metrics = await (await fetch(`${rig.base}/metrics`)).text();
+    const expires = Math.floor(Date.parse(new X509Certificate(readFileSync(pair.cert)).validTo) / 1000);
+    expect(metrics).toContain(`chair_agent_webhook_certificate_expiry_timestamp_seconds ${expires}`);
+  });
+});
