@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import { Agent as HttpsClient, request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ConfigError, parseConfig } from '../../agent/config/load.js';
+import { webhookCertificateCheck } from '../../agent/cli/commands/doctor.js';
 import { HttpListener } from '../../agent/http/listener.js';
 import { ServedCertificate } from '../../agent/http/served-certificate.js';
 import { signBody } from '../../agent/http/sign.js';
@@ -207,6 +208,19 @@ describeWith('openssl', 'the webhook port over HTTPS: `check`', () => {
     expect(problems(base(`port: 8443, cert: ${join(dir, 'none.crt')}, key: ${a.key}`))).toEqual([`webhook.cert: cannot read ${join(dir, 'none.crt')} (ENOENT)`]);
     const keyText = readFileSync(a.key, 'utf8').split('\n')[1] ?? '';
     expect(problems(base(`port: 8443, cert: ${a.key}, key: ${a.key}`)).join('\n')).not.toContain(keyText);
+  });
+});
+
+describeWith('openssl', 'the webhook port over HTTPS: `doctor`', () => {
+  it('names whom the certificate is for and when it expires, and fails two weeks before', () => {
+    const p = makePair('doctor', 30);
+    const yaml = `site: {id: x}\nvendor: {baseUrl: "https://x", apiKey: k-1234}\nwebhook: {channelSecret: s, port: 8443, cert: ${p.cert}, key: ${p.key}}\n`;
+    const { config } = parseConfig(yaml, 'c.yaml', { env: {} });
+    const expires = new Date(new X509Certificate(readFileSync(p.cert)).validTo).toISOString().slice(0, 10);
+    expect(webhookCertificateCheck(config)).toEqual([{ name: 'https', ok: true, detail: `port 8443: 127.0.0.1; expires on ${expires}, in 29 days` }]);
+    const late = webhookCertificateCheck(config, Date.now() + 20 * 86_400_000);
+    expect(late).toMatchObject([{ ok: false, detail: `port 8443: 127.0.0.1; expires on ${expires}, in 9 day(s)` }]);
+    expect(webhookCertificateCheck(config, Date.now() + 31 * 86_400_000)).toMatchObject([{ ok: false, detail: `port 8443: 127.0.0.1; expired on ${expires}` }]);
   });
 });
 

@@ -1,3 +1,4 @@
+import { X509Certificate } from 'node:crypto';
 import { accessSync, constants, existsSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import type { MqttClient } from 'mqtt';
@@ -10,6 +11,7 @@ import { volatileStorage } from '../../store/volatile-storage.js';
 import type { Config } from '../../config/schema.js';
 import { parseVendorTime } from '../../time/vendor-time.js';
 import { errorCode, errorMessage } from '../../platform/errors.js';
+import { readTlsPair } from '../../platform/tls-files.js';
 import { findHeaderBase, listChips } from '../../gpio/sysfs-chip.js';
 import { loadGpiodBinding, type GpiodBinding } from '../../gpio/gpiod-binding.js';
 import { CONSUMER, GpiodDriver } from '../../gpio/gpiod-driver.js';
@@ -351,8 +353,32 @@ export async function gpioDoctorLines(config: Config, options: DoctorOptions = {
   return lines;
 }
 
+/**
+ * The certificate the webhook port serves: whom it names, so the installer can hold that against
+ * the URL given to the vendor, and when it expires. Within two weeks of that a renewal has failed.
+ */
+export function webhookCertificateCheck(config: Config, now = Date.now()): CheckLine[] {
+  const { enabled, port, cert, key } = config.webhook;
+  if (!enabled || port === undefined || cert === undefined || key === undefined) return [];
+  const name = 'https';
+  try {
+    const pair = readTlsPair({ cert, key }, { cert: 'webhook.cert', key: 'webhook.key' });
+    const x509 = new X509Certificate(pair.cert);
+    const names = x509.subjectAltName?.replace(/DNS:|IP Address:/g, '') ?? x509.subject;
+    const days = Math.floor((pair.notAfter - now) / 86_400_000);
+    const expires = new Date(pair.notAfter).toISOString().slice(0, 10);
+    if (days < 14) {
+      return [{ name, ok: false, detail: `port ${port}: ${names}; ${days < 0 ? `expired on ${expires}` : `expires on ${expires}, in ${days} day(s)`}`, hint: `renew it and copy it to ${cert}; the agent picks it up within a minute` }];
+    }
+    return [{ name, ok: true, detail: `port ${port}: ${names}; expires on ${expires}, in ${days} days` }];
+  } catch (err) {
+    return [{ name, ok: false, detail: errorMessage(err), hint: 'see OPERATIONS.md, "HTTPS on that port"' }];
+  }
+}
+
 export async function runDoctor(config: Config, path: string, options: DoctorOptions = {}): Promise<CheckLine[]> {
   const lines: CheckLine[] = [{ name: 'config', ok: true, detail: `${path} valid (site ${config.site.id})` }];
+  lines.push(...webhookCertificateCheck(config));
   lines.push(databaseCheck(config));
   const [vendor, broker] = await Promise.all([vendorChecks(config), brokerCheck(config, options.brokerTimeoutMs ?? 5_000)]);
   lines.push(...vendor, ...broker);
