@@ -103,5 +103,46 @@ JS
 [ "$answers" = "200 404 404 up" ] || fail "webhook port 200, its /metrics 404, the LAN port's webhook 404 and /healthz up; got: $answers"
 journal | grep -q '"msg":"webhook listener up"' || fail "no 'webhook listener up' in the journal"
 ok "webhook.port: the record stored (200) on 8443, which serves nothing else; 8080 keeps /healthz, not the webhook"
+
+# 6. HTTPS on that port (webhook.cert, webhook.key), with the files where and as OPERATIONS.md puts
+#    them: the key root's, readable by the service's group only. A client that checks the
+#    certificate stores a record; plain HTTP there gets no answer.
+if [ -f /test/webhook.crt ]; then
+  install -d -m 0750 -o root -g chair-agent /etc/chair-agent/tls
+  install -m 0644 -o root -g root /test/webhook.crt /etc/chair-agent/tls/webhook.crt
+  install -m 0640 -o root -g chair-agent /test/webhook.key /etc/chair-agent/tls/webhook.key
+  cat > /etc/chair-agent/config.yaml <<'YAML'
+site: {id: systemd-vm}
+vendor: {baseUrl: "http://127.0.0.1:9", apiKey: systemd-test-key-0001}
+webhook: {channelSecret: systemd-test-secret-0001, port: 8443, cert: /etc/chair-agent/tls/webhook.crt, key: /etc/chair-agent/tls/webhook.key}
+http: {host: 127.0.0.1, port: 8080}
+mqtt: {url: "mqtt://127.0.0.1:1883"}
+gpio: {driver: sim}
+YAML
+  systemctl restart chair-agent || fail "the agent did not start with webhook.cert: $(journal | tail -5)"
+  answers=$(/opt/chair-agent/runtime/bin/node --input-type=module - <<'JS'
+import { createHmac } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { request } from 'node:https';
+const body = JSON.stringify({ TransactionId: 'SYSTEMD-TLS-1', Status: 'finished', DeviceId: 'MC7001', Amount: '20.00' });
+const signature = createHmac('sha256', 'systemd-test-secret-0001').update(body).digest('base64');
+const status = await new Promise((resolve) => {
+  const req = request({ host: '127.0.0.1', port: 8443, path: '/vendor/webhook', method: 'POST', ca: readFileSync('/test/webhook.crt'), headers: { 'x-vendor-signature': signature } }, (res) => {
+    res.resume();
+    resolve(res.statusCode);
+  });
+  req.on('error', (err) => resolve(err.message));
+  req.end(body);
+});
+const plain = await fetch('http://127.0.0.1:8443/vendor/webhook', { method: 'POST', body }).then((r) => r.status, () => 'refused');
+console.log([status, plain].join(' '));
+JS
+  ) || fail "could not reach the agent's webhook port"
+  [ "$answers" = "200 refused" ] || fail "HTTPS 200 and plain HTTP refused on the webhook port; got: $answers"
+  journal | grep -q '"tls":true' || fail "no TLS in the journal's 'webhook listener up'"
+  ok "webhook.cert: a record stored over HTTPS (200) on 8443, the key read from /etc/chair-agent/tls (0640, group chair-agent); plain HTTP refused"
+else
+  ok "webhook.cert: skipped (no openssl on the host to make a certificate)"
+fi
 echo "SYSTEMD-TEST PASS"
 systemctl poweroff -ff
