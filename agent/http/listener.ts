@@ -165,6 +165,11 @@ export class HttpListener implements Component {
     clearTimeout(force);
   }
 
+  /** When the certificate this listener serves expires (ms since the epoch); null without TLS. */
+  certificateExpiresAt(): number | null {
+    return this.opts.certificate?.expiresAt() ?? null;
+  }
+
   /** Connections open now. */
   openConnections(): number {
     return this.admission?.size ?? 0;

@@ -32,6 +32,8 @@ export interface StatusSources {
   refusals: () => RefusalSummary;
   /** Today at a glance: uses, minutes and takings per chair and for the site. */
   today: () => DaySummary;
+  /** When the certificate the webhook port serves expires; null when it serves no TLS. */
+  webhookCertificateExpiresAt?: () => number | null;
 }
 
 /** The backlog figures, times in ISO 8601 with the site's offset. */
@@ -61,6 +63,7 @@ export function refusalFigures(s: Pick<StatusSources, 'refusals' | 'site'>): Rec
 export function bridgeInfo(s: StatusSources): Record<string, unknown> {
   const { site, health } = s;
   const iso = (t: number | null): string | null => (t === null ? null : formatIsoWithOffset(t, site.timeZone));
+  const certificateExpiresAt = s.webhookCertificateExpiresAt?.() ?? null;
   return {
     version: agentVersion(),
     runtime: runtimeFacts(),
@@ -76,6 +79,8 @@ export function bridgeInfo(s: StatusSources): Record<string, unknown> {
     refused: refusalFigures(s),
     chairs: s.registry.knownIds().length,
     health: health.ok ? 'ok' : 'degraded',
+    // Only with webhook.cert: a fleet watching the central broker sees a renewal that stopped.
+    ...(certificateExpiresAt === null ? {} : { webhookCertificate: { expiresAt: iso(certificateExpiresAt) } }),
   };
 }
 

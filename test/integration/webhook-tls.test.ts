@@ -286,4 +286,15 @@ describeWith(['mosquitto', 'openssl'], 'a signed webhook over HTTPS, end to end'
     const expires = Math.floor(Date.parse(new X509Certificate(readFileSync(pair.cert)).validTo) / 1000);
     expect(metrics).toContain(`chair_agent_webhook_certificate_expiry_timestamp_seconds ${expires}`);
   });
+
+  it('says when the certificate expires in bridge/info, for a fleet watching its brokers', async () => {
+    const info = await Subscriber.connect(rig.broker.url, 'chair-agent/tls-port/bridge/info');
+    try {
+      const m = await info.waitFor(() => true, 'bridge/info');
+      const { webhookCertificate } = JSON.parse(m.text) as { webhookCertificate?: { expiresAt: string } };
+      expect(Date.parse(webhookCertificate?.expiresAt ?? '')).toBe(Date.parse(new X509Certificate(readFileSync(pair.cert)).validTo));
+    } finally {
+      await info.close();
+    }
+  });
 });
