@@ -41,7 +41,11 @@ export function readTlsPair(files: TlsFiles, keys: { cert: string; key: string }
     createSecureContext({ cert, key });
   } catch (err) {
     // OpenSSL's own words, which never carry the key: "key values mismatch", "bad decrypt"...
-    const reason = /mismatch/i.test(errorMessage(err)) ? `does not belong to the certificate in ${files.cert}` : `is not a usable PEM private key (${errorMessage(err)})`;
+    const reason = /mismatch/i.test(errorMessage(err))
+      ? `does not belong to the certificate in ${files.cert}`
+      : key.includes('ENCRYPTED')
+        ? 'is encrypted: the agent starts unattended, so give it the key without a passphrase (openssl pkey -in KEY -out PLAIN)'
+        : `is not a usable PEM private key (${errorMessage(err)})`;
     throw new AgentError('TLS_FILES_INVALID', `${keys.key}: ${files.key} ${reason}`);
   }
   return { cert, key, notAfter };

@@ -206,6 +206,11 @@ describeWith('openssl', 'the webhook port over HTTPS: `check`', () => {
     expect(swapped).toHaveLength(1);
     expect(swapped[0]).toMatch(/^webhook\.key: .* is not a usable PEM private key/);
     expect(problems(base(`port: 8443, cert: ${join(dir, 'none.crt')}, key: ${a.key}`))).toEqual([`webhook.cert: cannot read ${join(dir, 'none.crt')} (ENOENT)`]);
+    const encrypted = join(dir, 'encrypted.key');
+    spawnSync('openssl', ['pkey', '-in', a.key, '-aes256', '-passout', 'pass:not-on-a-box', '-out', encrypted]);
+    expect(problems(base(`port: 8443, cert: ${a.cert}, key: ${encrypted}`))).toEqual([
+      `webhook.key: ${encrypted} is encrypted: the agent starts unattended, so give it the key without a passphrase (openssl pkey -in KEY -out PLAIN)`,
+    ]);
     const keyText = readFileSync(a.key, 'utf8').split('\n')[1] ?? '';
     expect(problems(base(`port: 8443, cert: ${a.key}, key: ${a.key}`)).join('\n')).not.toContain(keyText);
   });
