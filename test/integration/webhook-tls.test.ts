@@ -1,6 +1,6 @@
 import { spawnSync } from 'node:child_process';
 import { X509Certificate } from 'node:crypto';
-import { copyFileSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { chmodSync, copyFileSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { connect, type Socket } from 'node:net';
 import { connect as tlsConnect } from 'node:tls';
 import { tmpdir } from 'node:os';
@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import { Agent as HttpsClient, request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ConfigError, parseConfig } from '../../agent/config/load.js';
+import type { Config } from '../../agent/config/schema.js';
 import { webhookCertificateCheck } from '../../agent/cli/commands/doctor.js';
 import { HttpListener } from '../../agent/http/listener.js';
 import { ServedCertificate } from '../../agent/http/served-certificate.js';
@@ -222,10 +223,49 @@ describeWith('openssl', 'the webhook port over HTTPS: `doctor`', () => {
     const yaml = `site: {id: x}\nvendor: {baseUrl: "https://x", apiKey: k-1234}\nwebhook: {channelSecret: s, port: 8443, cert: ${p.cert}, key: ${p.key}}\n`;
     const { config } = parseConfig(yaml, 'c.yaml', { env: {} });
     const expires = new Date(new X509Certificate(readFileSync(p.cert)).validTo).toISOString().slice(0, 10);
-    expect(webhookCertificateCheck(config)).toEqual([{ name: 'https', ok: true, detail: `port 8443: 127.0.0.1; expires on ${expires}, in 29 days` }]);
-    const late = webhookCertificateCheck(config, Date.now() + 20 * 86_400_000);
+    expect(webhookCertificateCheck(config, Date.now(), null)).toEqual([{ name: 'https', ok: true, detail: `port 8443: 127.0.0.1; expires on ${expires}, in 29 days` }]);
+    const late = webhookCertificateCheck(config, Date.now() + 20 * 86_400_000, null);
     expect(late).toMatchObject([{ ok: false, detail: `port 8443: 127.0.0.1; expires on ${expires}, in 9 day(s)` }]);
-    expect(webhookCertificateCheck(config, Date.now() + 31 * 86_400_000)).toMatchObject([{ ok: false, detail: `port 8443: 127.0.0.1; expired on ${expires}` }]);
+    expect(webhookCertificateCheck(config, Date.now() + 31 * 86_400_000, null)).toMatchObject([{ ok: false, detail: `port 8443: 127.0.0.1; expired on ${expires}` }]);
+  });
+});
+
+describeWith('openssl', 'the webhook port over HTTPS: `doctor` and the service\'s user', () => {
+  // doctor runs as root, who reads every file; the service runs as another account, here one
+  // that shares the files' group, as chair-agent shares the key's in OPERATIONS.md.
+  const service = { name: 'chair-agent', uid: (process.getuid?.() ?? 0) + 4242, gid: process.getgid?.() ?? 0 };
+  const setUp = (name: string): { config: Config; tls: string; pair: { cert: string; key: string } } => {
+    const tls = mkdtempSync(join(dir, `${name}-`));
+    const made = makePair(name, 30);
+    const pair = { cert: join(tls, 'webhook.crt'), key: join(tls, 'webhook.key') };
+    copyFileSync(made.cert, pair.cert);
+    copyFileSync(made.key, pair.key);
+    chmodSync(dir, 0o755);
+    chmodSync(tls, 0o750);
+    chmodSync(pair.cert, 0o644);
+    chmodSync(pair.key, 0o640);
+    const yaml = `site: {id: x}\nvendor: {baseUrl: "https://x", apiKey: k-1234}\nwebhook: {channelSecret: s, port: 8443, cert: ${pair.cert}, key: ${pair.key}}\n`;
+    return { config: parseConfig(yaml, 'c.yaml', { env: {} }).config, tls, pair };
+  };
+
+  it('passes a key the service reads by its group', () => {
+    const { config } = setUp('group');
+    expect(webhookCertificateCheck(config, Date.now(), service)).toMatchObject([{ ok: true }]);
+  });
+
+  it('fails a key the service cannot reach, before the service stops on it', () => {
+    const { config, tls, pair } = setUp('owner-only');
+    chmodSync(pair.key, 0o600);
+    expect(webhookCertificateCheck(config, Date.now(), service)).toMatchObject([{ ok: false, detail: `${pair.key} is not readable by chair-agent, the service's user: it would stop at start` }]);
+    chmodSync(pair.key, 0o640);
+    chmodSync(tls, 0o700);
+    expect(webhookCertificateCheck(config, Date.now(), service)).toMatchObject([{ ok: false, detail: `${tls} is not searchable by chair-agent, the service's user: it would stop at start` }]);
+  });
+
+  it('fails a key every user on the box can read', () => {
+    const { config, pair } = setUp('world');
+    chmodSync(pair.key, 0o644);
+    expect(webhookCertificateCheck(config, Date.now(), service)).toMatchObject([{ ok: false, detail: `webhook.key: ${pair.key} is readable by every user on this box` }]);
   });
 });
 

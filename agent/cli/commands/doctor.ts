@@ -12,6 +12,7 @@ import type { Config } from '../../config/schema.js';
 import { parseVendorTime } from '../../time/vendor-time.js';
 import { errorCode, errorMessage } from '../../platform/errors.js';
 import { readTlsPair } from '../../platform/tls-files.js';
+import { serviceAccount, unreadableBy, worldReadable, type Account } from './service-user-access.js';
 import { findHeaderBase, listChips } from '../../gpio/sysfs-chip.js';
 import { loadGpiodBinding, type GpiodBinding } from '../../gpio/gpiod-binding.js';
 import { CONSUMER, GpiodDriver } from '../../gpio/gpiod-driver.js';
@@ -357,10 +358,15 @@ export async function gpioDoctorLines(config: Config, options: DoctorOptions = {
  * The certificate the webhook port serves: whom it names, so the installer can hold that against
  * the URL given to the vendor, and when it expires. Within two weeks of that a renewal has failed.
  */
-export function webhookCertificateCheck(config: Config, now = Date.now()): CheckLine[] {
+export function webhookCertificateCheck(config: Config, now = Date.now(), account: Account | null = serviceAccount()): CheckLine[] {
   const { enabled, port, cert, key } = config.webhook;
   if (!enabled || port === undefined || cert === undefined || key === undefined) return [];
   const name = 'https';
+  const install = 'install -o root -g chair-agent -m 0640 (OPERATIONS.md, "HTTPS on that port")';
+  if (worldReadable(key)) return [{ name, ok: false, detail: `webhook.key: ${key} is readable by every user on this box`, hint: `chmod 0640 it, group chair-agent: ${install}` }];
+  // doctor runs as root; the service does not, and stops (exit 78) on a file it cannot read.
+  const unreachable = account ? (unreadableBy(cert, account) ?? unreadableBy(key, account)) : null;
+  if (unreachable) return [{ name, ok: false, detail: `${unreachable}, the service's user: it would stop at start`, hint: install }];
   try {
     const pair = readTlsPair({ cert, key }, { cert: 'webhook.cert', key: 'webhook.key' });
     const x509 = new X509Certificate(pair.cert);
