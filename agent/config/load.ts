@@ -83,15 +83,6 @@ export function validateConfig(raw: unknown, path: string, sources: ConfigSource
   if ((config.mqtt.cert === undefined) !== (config.mqtt.key === undefined)) {
     fileProblems.push(`mqtt.${config.mqtt.cert === undefined ? 'cert' : 'key'}: required when mqtt.${config.mqtt.cert === undefined ? 'key' : 'cert'} is set`);
   }
-  const w = config.webhook;
-  if (w.enabled && w.port !== undefined && w.cert !== undefined && w.key !== undefined) {
-    // Read and matched here, so that `check` says what the listener would fail on at start.
-    try {
-      readTlsPair({ cert: w.cert, key: w.key }, { cert: 'webhook.cert', key: 'webhook.key' });
-    } catch (err) {
-      fileProblems.push(errorMessage(err));
-    }
-  }
   if (fileProblems.length > 0) throw new ConfigError('CONFIG_INVALID', fileProblems);
   return { config: deepFreeze(config), path, secretSources };
 }
@@ -200,4 +191,20 @@ function describeIssues(issues: readonly z.core.$ZodIssue[]): string[] {
     }
   }
   return out;
+}
+
+/**
+ * What is wrong with the webhook port's certificate files, as `check` reports it. Not part of a
+ * config's validity: a renewal that leaves them broken must not stop the agent at its next start,
+ * whose webhook port then waits for them (HttpListener) while the rest runs.
+ */
+export function webhookTlsProblems(config: Config): string[] {
+  const { enabled, port, cert, key } = config.webhook;
+  if (!enabled || port === undefined || cert === undefined || key === undefined) return [];
+  try {
+    readTlsPair({ cert, key }, { cert: 'webhook.cert', key: 'webhook.key' });
+    return [];
+  } catch (err) {
+    return [errorMessage(err)];
+  }
 }

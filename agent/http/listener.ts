@@ -14,7 +14,9 @@ import { AgentError, errorCode, errorMessage } from '../platform/errors.js';
 import type { Component } from '../platform/component.js';
 import { sendJson } from './body.js';
 import { RefusalLog } from './refusal-log.js';
-import type { ServedCertificate } from './served-certificate.js';
+import type { Server as HttpsServer } from 'node:https';
+import type { CertificateStatus, ServedCertificate } from './served-certificate.js';
+import type { TlsPair } from '../platform/tls-files.js';
 
 export type RouteHandler = (req: IncomingMessage, res: ServerResponse, match: RegExpExecArray | null) => Promise<void> | void;
 
@@ -66,6 +68,9 @@ export interface ListenerOptions {
 export class HttpListener implements Component {
   readonly name: string;
   private server: Server | null = null;
+  /** The same server when it serves TLS, for a renewed certificate. */
+  private secure: HttpsServer | null = null;
+  private stopped = false;
   private readonly routes: Route[] = [];
   private admission: Admission | null = null;
   readonly refusals: RefusalLog;
@@ -80,6 +85,38 @@ export class HttpListener implements Component {
   }
 
   async start(): Promise<void> {
+    this.stopped = false;
+    const certificate = this.opts.certificate;
+    if (!certificate) return this.listen(null);
+    let pair: TlsPair;
+    try {
+      pair = certificate.load();
+    } catch (err) {
+      // Files a renewal botched must not stop the agent at its next start (a reboot, an upgrade):
+      // buttons, polls and delivery run, and the vendor's records come in through the transaction
+      // sync until this port serves.
+      this.notStarted(err);
+      certificate.start((p) => this.serveCertificate(p));
+      return;
+    }
+    await this.listen(pair);
+    certificate.start((p) => this.serveCertificate(p));
+  }
+
+  /** A pair that loaded: the running server gives it to new connections, or starts with it. */
+  private serveCertificate(pair: TlsPair): void {
+    if (this.secure) {
+      this.secure.setSecureContext({ cert: pair.cert, key: pair.key });
+      return;
+    }
+    this.listen(pair).catch((err: unknown) => this.notStarted(err, 'its certificate loaded, but it could not listen'));
+  }
+
+  private notStarted(err: unknown, then = 'it starts once its certificate files load (looked at every minute)'): void {
+    this.opts.logger.error({ code: errorCode(err), err: errorMessage(err) }, `${this.opts.label ?? 'HTTP listener'} not started: ${errorMessage(err)}; ${then}`);
+  }
+
+  private async listen(pair: TlsPair | null): Promise<void> {
     const options = {
       headersTimeout: this.opts.headersTimeoutMs ?? 5_000,
       requestTimeout: this.opts.requestTimeoutMs ?? 10_000,
@@ -87,16 +124,14 @@ export class HttpListener implements Component {
       connectionsCheckingInterval: 1_000,
     };
     const handler = (req: IncomingMessage, res: ServerResponse): void => void this.dispatch(req, res);
-    const certificate = this.opts.certificate;
     let server: Server;
-    let secure: import('node:https').Server | null = null;
-    if (certificate) {
-      const { cert, key } = certificate.load();
+    let secure: HttpsServer | null = null;
+    if (pair) {
       // Loaded only here: a box without TLS on a listener never pays for node:https.
       const https = require('node:https') as typeof import('node:https');
       // A handshake is held to the header timeout: a client that connects and says nothing
       // would otherwise keep its slot for TLS's default two minutes.
-      server = secure = https.createServer({ ...options, cert, key, handshakeTimeout: options.headersTimeout }, handler);
+      server = secure = https.createServer({ ...options, cert: pair.cert, key: pair.key, handshakeTimeout: options.headersTimeout }, handler);
       secure.on('tlsClientError', (err: Error, socket: Socket) => {
         this.refusals.note('http', 'tls', 'TLS handshake failed; connection closed', { remote: socket.remoteAddress, err: errorMessage(err) });
       });
@@ -139,22 +174,25 @@ export class HttpListener implements Component {
       });
       server.listen(this.opts.port, this.opts.host, () => resolve());
     });
+    if (this.stopped) {
+      // Stopped while a listener that started late was binding.
+      server.close();
+      return;
+    }
     this.server = server;
+    this.secure = secure;
     const addr = this.address();
-    const expires = certificate?.expiresAt();
     this.opts.logger.info(
-      { host: addr.host, port: addr.port, ...(expires != null ? { tls: true, certificateExpires: new Date(expires).toISOString() } : {}) },
+      { host: addr.host, port: addr.port, ...(pair ? { tls: true, certificateExpires: new Date(pair.notAfter).toISOString() } : {}) },
       `${this.opts.label ?? 'HTTP listener'} up`,
     );
-    if (certificate && secure) {
-      const tls = secure;
-      certificate.start((pair) => tls.setSecureContext({ cert: pair.cert, key: pair.key }));
-    }
   }
 
   async stop(): Promise<void> {
     const server = this.server;
+    this.stopped = true;
     this.server = null;
+    this.secure = null;
     this.opts.certificate?.stop();
     this.refusals.stop();
     if (!server) return;
@@ -165,9 +203,9 @@ export class HttpListener implements Component {
     clearTimeout(force);
   }
 
-  /** When the certificate this listener serves expires (ms since the epoch); null without TLS. */
-  certificateExpiresAt(): number | null {
-    return this.opts.certificate?.expiresAt() ?? null;
+  /** The certificate this listener serves, or fails to load; null without TLS. */
+  certificateStatus(): CertificateStatus | null {
+    return this.opts.certificate?.status() ?? null;
   }
 
   /** Connections open now. */

@@ -39,7 +39,7 @@ export function listenersFromConfig(config: Config, clock: Clock, metrics: Metri
       : undefined;
   if (certificate) {
     metrics.gauge('chair_agent_webhook_certificate_expiry_timestamp_seconds', 'When the certificate the webhook port serves expires', () => {
-      const at = certificate.expiresAt();
+      const at = certificate.status().expiresAt;
       return at === null ? null : Math.floor(at / 1000);
     });
   }

@@ -7,6 +7,13 @@ const DAY_MS = 86_400_000;
 /** Warn this long before the certificate expires: a renewal (certbot's, say) has failed by then. */
 const EXPIRY_WARNING_MS = 14 * DAY_MS;
 
+export interface CertificateStatus {
+  /** When the certificate served expires (ms since the epoch); null while none has loaded. */
+  expiresAt: number | null;
+  /** Why the files last failed to load, until a pair loads. */
+  problem: string | null;
+}
+
 export interface ServedCertificateOptions {
   files: TlsFiles;
   /** The config keys that name the files, for messages. */
@@ -34,13 +41,22 @@ export class ServedCertificate {
   private refusedSignature = '';
   private timer: Timer | null = null;
   private lastExpiryWarning = -Infinity;
+  private problem: string | null = null;
 
   constructor(private readonly opts: ServedCertificateOptions) {}
 
-  /** Reads the pair the listener starts with; throws `TLS_FILES_INVALID`. */
+  /**
+   * Reads the pair the listener starts with; throws `TLS_FILES_INVALID`. After a failure the
+   * files are still looked at (`start`), and a pair that loads goes to `apply`.
+   */
   load(): TlsPair {
     this.signature = tlsFilesSignature(this.opts.files);
-    this.pair = readTlsPair(this.opts.files, this.opts.keys);
+    try {
+      this.pair = readTlsPair(this.opts.files, this.opts.keys);
+    } catch (err) {
+      this.problem = errorMessage(err);
+      throw err;
+    }
     this.warnIfExpiring();
     return this.pair;
   }
@@ -55,9 +71,8 @@ export class ServedCertificate {
     this.timer = null;
   }
 
-  /** When the certificate served now expires (ms since the epoch), or null before `load`. */
-  expiresAt(): number | null {
-    return this.pair?.notAfter ?? null;
+  status(): CertificateStatus {
+    return { expiresAt: this.pair?.notAfter ?? null, problem: this.problem };
   }
 
   private check(apply: (pair: TlsPair) => void): void {
@@ -69,11 +84,14 @@ export class ServedCertificate {
         this.pair = pair;
         this.signature = signature;
         this.refusedSignature = '';
+        this.problem = null;
         this.lastExpiryWarning = -Infinity;
         this.opts.logger.info({ expires: new Date(pair.notAfter).toISOString() }, 'certificate reloaded');
       } catch (err) {
         this.refusedSignature = signature;
-        this.opts.logger.warn({ err: errorMessage(err) }, 'new certificate files not loaded; still serving the previous certificate');
+        this.problem = errorMessage(err);
+        if (this.pair) this.opts.logger.warn({ err: this.problem }, 'new certificate files not loaded; still serving the previous certificate');
+        else this.opts.logger.error({ err: this.problem }, 'certificate files still do not load');
       }
     }
     this.warnIfExpiring();

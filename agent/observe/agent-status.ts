@@ -8,6 +8,7 @@ import type { Broker } from '../mqtt/broker.js';
 import type { RefusalSummary } from '../mqtt/refusal-guard.js';
 import type { Outbox, OutboxStats } from '../store/outbox.js';
 import { agentVersion, runtimeFacts } from '../platform/version.js';
+import type { CertificateStatus } from '../http/served-certificate.js';
 import { errorMessage } from '../platform/errors.js';
 import type { DaySummary } from '../summary/day-tally.js';
 
@@ -32,8 +33,8 @@ export interface StatusSources {
   refusals: () => RefusalSummary;
   /** Today at a glance: uses, minutes and takings per chair and for the site. */
   today: () => DaySummary;
-  /** When the certificate the webhook port serves expires; null when it serves no TLS. */
-  webhookCertificateExpiresAt?: () => number | null;
+  /** The certificate the webhook port serves, or fails to load; null when it serves no TLS. */
+  webhookCertificate?: () => CertificateStatus | null;
 }
 
 /** The backlog figures, times in ISO 8601 with the site's offset. */
@@ -63,7 +64,7 @@ export function refusalFigures(s: Pick<StatusSources, 'refusals' | 'site'>): Rec
 export function bridgeInfo(s: StatusSources): Record<string, unknown> {
   const { site, health } = s;
   const iso = (t: number | null): string | null => (t === null ? null : formatIsoWithOffset(t, site.timeZone));
-  const certificateExpiresAt = s.webhookCertificateExpiresAt?.() ?? null;
+  const certificate = s.webhookCertificate?.() ?? null;
   return {
     version: agentVersion(),
     runtime: runtimeFacts(),
@@ -80,7 +81,7 @@ export function bridgeInfo(s: StatusSources): Record<string, unknown> {
     chairs: s.registry.knownIds().length,
     health: health.ok ? 'ok' : 'degraded',
     // Only with webhook.cert: a fleet watching the central broker sees a renewal that stopped.
-    ...(certificateExpiresAt === null ? {} : { webhookCertificate: { expiresAt: iso(certificateExpiresAt) } }),
+    ...(certificate === null ? {} : { webhookCertificate: { expiresAt: iso(certificate.expiresAt), problem: certificate.problem } }),
   };
 }
 

@@ -56,7 +56,8 @@ export function tlsFilesSignature(files: TlsFiles): string {
   const sig = (file: string): string => {
     try {
       const s = statSync(file);
-      return `${s.ino}:${s.size}:${s.mtimeMs}`;
+      // ctime too: a chmod or chown that makes the key readable changes nothing else.
+      return `${s.ino}:${s.size}:${s.mtimeMs}:${s.ctimeMs}`;
     } catch (err) {
       return errorCode(err) ?? 'error';
     }

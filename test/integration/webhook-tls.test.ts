@@ -7,7 +7,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Agent as HttpsClient, request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ConfigError, parseConfig } from '../../agent/config/load.js';
+import { ConfigError, parseConfig, webhookTlsProblems } from '../../agent/config/load.js';
+import { runCli } from '../helpers/cli.js';
 import type { Config } from '../../agent/config/schema.js';
 import { webhookCertificateCheck } from '../../agent/cli/commands/doctor.js';
 import { HttpListener } from '../../agent/http/listener.js';
@@ -24,6 +25,7 @@ import { TEST_SECRET } from '../helpers/config.js';
 import { vendorRecord } from '../helpers/records.js';
 import { describeWith } from '../helpers/tools.js';
 import { waitFor } from '../helpers/wait.js';
+import { freePort } from '../helpers/ports.js';
 
 /**
  * `webhook.cert` and `webhook.key`: the webhook's own port serves HTTPS, as a vendor's cloud
@@ -179,17 +181,68 @@ describeWith('openssl', 'the webhook port over HTTPS: its certificate', () => {
   });
 });
 
+describeWith('openssl', 'the webhook port over HTTPS: files that do not load at start', () => {
+  it('keeps the port closed without failing the start, and serves once the files are fixed', async () => {
+    const clock = new FakeClock(Date.now());
+    const { logger, lines } = memoryLogger();
+    const a = makePair('late-a', 30);
+    const b = makePair('late-b', 30);
+    const files = { cert: join(dir, 'late.crt'), key: join(dir, 'late.key') };
+    copyFileSync(a.cert, files.cert);
+    copyFileSync(b.key, files.key);
+    const port = await freePort();
+    const certificate = new ServedCertificate({ files, keys: { cert: 'webhook.cert', key: 'webhook.key' }, clock, logger });
+    const listener = new HttpListener({ host: '127.0.0.1', port, label: 'webhook listener', logger, clock, certificate });
+    await listener.start();
+    try {
+      expect(lines.find((l) => l.level === 'error')?.msg).toBe(
+        `webhook listener not started: webhook.key: ${files.key} does not belong to the certificate in ${files.cert}; it starts once its certificate files load (looked at every minute)`,
+      );
+      await expect(servedFingerprint(port, a.cert)).rejects.toThrow(/ECONNREFUSED/);
+      expect(listener.certificateStatus()).toEqual({ expiresAt: null, problem: `webhook.key: ${files.key} does not belong to the certificate in ${files.cert}` });
+
+      copyFileSync(a.key, files.key);
+      await clock.advance(60_000);
+      await waitFor(() => lines.some((l) => l.msg === 'webhook listener up'), 'the listener up');
+      expect(await servedFingerprint(port, a.cert)).toBe(fingerprint(a.cert));
+      expect(listener.certificateStatus()).toMatchObject({ problem: null });
+    } finally {
+      await listener.stop();
+    }
+  });
+});
+
+describeWith(['mosquitto', 'openssl'], 'an agent whose webhook certificate does not load', () => {
+  it('runs everything else, and says why in bridge/info', async () => {
+    const a = makePair('agent-a', 30);
+    const b = makePair('agent-b', 30);
+    const rig = await startRig({ site: 'tls-broken', sections: { webhook: { port: 0, cert: a.cert, key: b.key } } });
+    try {
+      // The vendor polled and the broker connected: healthy, with no webhook port listening.
+      await waitFor(async () => {
+        const r = await fetch(`${rig.base}/healthz`);
+        await r.arrayBuffer();
+        return r.status === 200;
+      }, '/healthz 200');
+      const info = await Subscriber.connect(rig.broker.url, 'chair-agent/tls-broken/bridge/info');
+      try {
+        const m = await info.waitFor(() => true, 'bridge/info');
+        expect((JSON.parse(m.text) as { webhookCertificate?: unknown }).webhookCertificate).toEqual({
+          expiresAt: null,
+          problem: `webhook.key: ${b.key} does not belong to the certificate in ${a.cert}`,
+        });
+      } finally {
+        await info.close();
+      }
+    } finally {
+      await rig.close();
+    }
+  }, 30_000);
+});
+
 describeWith('openssl', 'the webhook port over HTTPS: `check`', () => {
   const base = (webhook: string): string => `site: {id: x}\nvendor: {baseUrl: "https://x", apiKey: k-1234}\nwebhook: {channelSecret: s, ${webhook}}\n`;
-  const problems = (yaml: string): string[] => {
-    try {
-      parseConfig(yaml, 'c.yaml', { env: {} });
-      return [];
-    } catch (err) {
-      expect(err).toBeInstanceOf(ConfigError);
-      return [...(err as ConfigError).problems];
-    }
-  };
+  const problems = (yaml: string): string[] => webhookTlsProblems(parseConfig(yaml, 'c.yaml', { env: {} }).config);
 
   it('takes a certificate and its key on the webhook port', () => {
     const p = makePair('check-ok', 30);
@@ -214,6 +267,20 @@ describeWith('openssl', 'the webhook port over HTTPS: `check`', () => {
     ]);
     const keyText = readFileSync(a.key, 'utf8').split('\n')[1] ?? '';
     expect(problems(base(`port: 8443, cert: ${a.key}, key: ${a.key}`)).join('\n')).not.toContain(keyText);
+  });
+
+  it('fails `chair-agent check` (exit 78), while other commands still read the config', async () => {
+    const a = makePair('cli-a', 30);
+    const b = makePair('cli-b', 30);
+    const config = join(dir, 'cli.yaml');
+    writeFileSync(config, `${base(`port: 8443, cert: ${a.cert}, key: ${b.key}`)}storage: {path: ${join(dir, 'cli.db')}}\n`);
+    const check = await runCli(['check', '--config', config]);
+    expect(check.code).toBe(78);
+    expect(check.stderr).toContain(`webhook.key: ${b.key} does not belong to the certificate in ${a.cert}`);
+    // outbox reads the config and goes on to the database (none here): the files are not its business.
+    const outbox = await runCli(['outbox', '--config', config]);
+    expect(outbox.stderr).toContain(`no database at ${join(dir, 'cli.db')}`);
+    expect(outbox.stderr).not.toContain('webhook.key');
   });
 });
 
