@@ -8,6 +8,17 @@ exec > /dev/ttyS0 2>&1
 fail() { echo "SYSTEMD-TEST FAIL: $*"; journalctl -u chair-agent -o cat --no-pager | tail -20; systemctl poweroff -ff; exit 1; }
 ok() { echo "ok: $*"; }
 journal() { journalctl -u chair-agent -o cat --no-pager; }
+# The config the steps below run with; $1 is its webhook section.
+write_config() {
+  cat > /etc/chair-agent/config.yaml <<YAML
+site: {id: systemd-vm}
+vendor: {baseUrl: "http://127.0.0.1:9", apiKey: systemd-test-key-0001}
+webhook: $1
+http: {host: 127.0.0.1, port: 8080}
+mqtt: {url: "mqtt://127.0.0.1:1883"}
+gpio: {driver: sim}
+YAML
+}
 echo "systemd $(systemctl --version | head -1 | cut -d' ' -f2)"
 /opt/chair-agent/lib/setup.sh > /tmp/setup.log 2>&1 || fail "lib/setup.sh: $(tail -3 /tmp/setup.log)"
 ok "lib/setup.sh installed the unit, the user and the example config"
@@ -25,14 +36,7 @@ systemctl status chair-agent --no-pager 2>&1 | grep -q 'start-limit-hit' && fail
 ok "8 manual restarts with a bad config: all 8 ran (exit 78 each), no start limit"
 
 # 2. A crash loop: the agent killed as soon as it runs, 5 times; then it stays stopped.
-cat > /etc/chair-agent/config.yaml <<'YAML'
-site: {id: systemd-vm}
-vendor: {baseUrl: "http://127.0.0.1:9", apiKey: systemd-test-key-0001}
-webhook: {enabled: false}
-http: {host: 127.0.0.1, port: 8080}
-mqtt: {url: "mqtt://127.0.0.1:1883"}
-gpio: {driver: sim}
-YAML
+write_config '{enabled: false}'
 systemctl restart chair-agent || fail "the agent did not start with a valid config: $(journal | tail -5)"
 ok "with a valid config the service starts (Type=notify: READY=1 came)"
 kills=0
@@ -82,14 +86,7 @@ ok "its JSON lines reach the journal through stdout ($out)"
 # 5. The webhook on a port of its own (webhook.port), as the unit's sandbox runs it: the vendor's
 #    port stores a signed record and serves nothing else; the LAN's port keeps health and no longer
 #    serves the webhook. No broker: the record waits in the outbox, and is answered 200 once stored.
-cat > /etc/chair-agent/config.yaml <<'YAML'
-site: {id: systemd-vm}
-vendor: {baseUrl: "http://127.0.0.1:9", apiKey: systemd-test-key-0001}
-webhook: {channelSecret: systemd-test-secret-0001, port: 8443}
-http: {host: 127.0.0.1, port: 8080}
-mqtt: {url: "mqtt://127.0.0.1:1883"}
-gpio: {driver: sim}
-YAML
+write_config '{channelSecret: systemd-test-secret-0001, port: 8443}'
 systemctl restart chair-agent || fail "the agent did not start with webhook.port: $(journal | tail -5)"
 answers=$(/opt/chair-agent/runtime/bin/node --input-type=module - <<'JS'
 import { createHmac } from 'node:crypto';
@@ -104,22 +101,27 @@ JS
 journal | grep -q '"msg":"webhook listener up"' || fail "no 'webhook listener up' in the journal"
 ok "webhook.port: the record stored (200) on 8443, which serves nothing else; 8080 keeps /healthz, not the webhook"
 
-# 6. HTTPS on that port (webhook.cert, webhook.key), with the files where and as OPERATIONS.md puts
-#    them: the key root's, readable by the service's group only. A client that checks the
-#    certificate stores a record; plain HTTP there gets no answer.
+# 6. HTTPS on that port (webhook.cert, webhook.key). First with the key left 0600 root, as a
+#    renewal hook may leave it: the service (user chair-agent) cannot read it, and runs on with
+#    that port closed. Then the key as OPERATIONS.md puts it, readable by the service's group
+#    only: the port opens within a minute, without a restart. A client that checks the
+#    certificate stores a record there; plain HTTP gets no answer.
 if [ -f /test/webhook.crt ]; then
   install -d -m 0750 -o root -g chair-agent /etc/chair-agent/tls
   install -m 0644 -o root -g root /test/webhook.crt /etc/chair-agent/tls/webhook.crt
-  install -m 0640 -o root -g chair-agent /test/webhook.key /etc/chair-agent/tls/webhook.key
-  cat > /etc/chair-agent/config.yaml <<'YAML'
-site: {id: systemd-vm}
-vendor: {baseUrl: "http://127.0.0.1:9", apiKey: systemd-test-key-0001}
-webhook: {channelSecret: systemd-test-secret-0001, port: 8443, cert: /etc/chair-agent/tls/webhook.crt, key: /etc/chair-agent/tls/webhook.key}
-http: {host: 127.0.0.1, port: 8080}
-mqtt: {url: "mqtt://127.0.0.1:1883"}
-gpio: {driver: sim}
-YAML
-  systemctl restart chair-agent || fail "the agent did not start with webhook.cert: $(journal | tail -5)"
+  install -m 0600 -o root -g root /test/webhook.key /etc/chair-agent/tls/webhook.key
+  write_config '{channelSecret: systemd-test-secret-0001, port: 8443, cert: /etc/chair-agent/tls/webhook.crt, key: /etc/chair-agent/tls/webhook.key}'
+  systemctl restart chair-agent || fail "the agent did not run with a key it cannot read: $(journal | tail -5)"
+  journal | grep -q 'webhook listener not started: webhook.key: cannot read /etc/chair-agent/tls/webhook.key (EACCES)' || fail "no 'webhook listener not started' for the unreadable key"
+  [ "$(systemctl show -p ActiveState --value chair-agent)" = active ] || fail "the service is not active with an unreadable key"
+  ok "webhook.key unreadable by the service: it runs (active), the webhook port closed, the reason in the journal"
+  chown root:chair-agent /etc/chair-agent/tls/webhook.key
+  chmod 0640 /etc/chair-agent/tls/webhook.key
+  n=0
+  until journal | grep -q '"tls":true'; do
+    n=$((n + 1)); [ $n -gt 600 ] && fail "the webhook port did not open after the key was made readable"
+    sleep 0.2
+  done
   answers=$(/opt/chair-agent/runtime/bin/node --input-type=module - <<'JS'
 import { createHmac } from 'node:crypto';
 import { readFileSync } from 'node:fs';
@@ -139,8 +141,7 @@ console.log([status, plain].join(' '));
 JS
   ) || fail "could not reach the agent's webhook port"
   [ "$answers" = "200 refused" ] || fail "HTTPS 200 and plain HTTP refused on the webhook port; got: $answers"
-  journal | grep -q '"tls":true' || fail "no TLS in the journal's 'webhook listener up'"
-  ok "webhook.cert: a record stored over HTTPS (200) on 8443, the key read from /etc/chair-agent/tls (0640, group chair-agent); plain HTTP refused"
+  ok "webhook.cert: once the key was 0640, group chair-agent, the port opened without a restart; a record stored over HTTPS (200), plain HTTP refused"
 else
   ok "webhook.cert: skipped (no openssl on the host to make a certificate)"
 fi
