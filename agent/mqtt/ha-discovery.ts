@@ -27,6 +27,8 @@ export interface HaDiscoveryDeps {
   supportUrl?: string | undefined;
   /** The chairs of the config: always announced, even before the vendor lists them. */
   configured: readonly string[];
+  /** The webhook port serves HTTPS (webhook.cert): the site box shows when its certificate expires. */
+  webhookHttps?: boolean;
 }
 
 interface Entity {
@@ -42,6 +44,9 @@ export function haId(deviceId: string): string {
 }
 
 const ONLINE_TEMPLATE = '{{ value_json.state }}';
+
+/** Available while the agent is online (bridge/state). */
+const AGENT_UP = (t: Topics): Record<string, string> => ({ availability_topic: t.bridgeState, availability_template: ONLINE_TEMPLATE, payload_available: 'online', payload_not_available: 'offline' });
 
 /**
  * The entity id Home Assistant should give an entity on first sight (default_entity_id, which
@@ -154,6 +159,8 @@ export class HaDiscovery implements Component {
     const publish = (topic: string, payload: string): void =>
       void this.deps.broker.publish(topic, payload, { qos: 1, retain: true }).catch((err: unknown) => this.deps.logger.debug({ topic, err: errorMessage(err) }, 'discovery publish not acknowledged'));
     for (const e of this.siteEntities(site)) publish(this.topic(e, site), JSON.stringify(e.config));
+    // Cleared when the site serves no HTTPS (any more): an empty retained config removes the entity.
+    if (!this.deps.webhookHttps) publish(this.topic(this.certificateEntity(site), site), '');
     const current = new Set<string>();
     for (const id of this.chairs()) {
       current.add(`chair:${id}`);
@@ -188,19 +195,38 @@ export class HaDiscovery implements Component {
 
   private siteEntities(site: string): Entity[] {
     const t = this.deps.topics;
-    const device = { identifiers: [site], name: `Chair agent ${this.deps.siteId}`, manufacturer: 'chair-agent', model: 'Site box', sw_version: this.deps.version };
-    const base = (objectId: string, name: string, component: Entity['component'], extra: Record<string, unknown>): Entity => ({
-      component,
-      objectId,
-      config: { name, unique_id: `${site}_${objectId}`, default_entity_id: defaultEntityId(component, `${site}_${objectId}`), device, origin: this.origin(), ...extra },
-    });
-    const agentUp = { availability_topic: t.bridgeState, availability_template: ONLINE_TEMPLATE, payload_available: 'online', payload_not_available: 'offline' };
+    const base = (objectId: string, name: string, component: Entity['component'], extra: Record<string, unknown>): Entity => this.siteEntity(site, objectId, name, component, extra);
+    const agentUp = AGENT_UP(t);
     return [
       base('backlog', 'Backlog', 'sensor', { state_topic: t.bridgeInfo, value_template: '{{ value_json.backlog.pending }}', unit_of_measurement: 'records', state_class: 'measurement', icon: 'mdi:tray-full', ...agentUp }),
       base('vendor', 'Vendor API', 'binary_sensor', { state_topic: t.bridgeInfo, value_template: "{{ 'ON' if value_json.vendor.reachable else 'OFF' }}", device_class: 'connectivity', ...agentUp }),
       base('broker', 'Broker', 'binary_sensor', { state_topic: t.bridgeState, value_template: "{{ 'ON' if value_json.state == 'online' else 'OFF' }}", device_class: 'connectivity' }),
       base('last_sync', 'Last sync', 'sensor', { state_topic: t.bridgeInfo, value_template: '{{ value_json.lastSyncAt }}', device_class: 'timestamp', ...agentUp }),
+      ...(this.deps.webhookHttps ? [this.certificateEntity(site)] : []),
     ];
+  }
+
+  /** When the webhook port's certificate expires ("None", so unknown, while none has loaded). */
+  private certificateEntity(site: string): Entity {
+    const t = this.deps.topics;
+    return this.siteEntity(site, 'webhook_certificate', 'Webhook certificate expires', 'sensor', {
+      state_topic: t.bridgeInfo,
+      value_template: '{{ value_json.webhookCertificate.expiresAt if value_json.webhookCertificate is defined else none }}',
+      device_class: 'timestamp',
+      entity_category: 'diagnostic',
+      icon: 'mdi:certificate',
+      ...AGENT_UP(t),
+    });
+  }
+
+  /** An entity of the site box's device. */
+  private siteEntity(site: string, objectId: string, name: string, component: Entity['component'], extra: Record<string, unknown>): Entity {
+    const device = { identifiers: [site], name: `Chair agent ${this.deps.siteId}`, manufacturer: 'chair-agent', model: 'Site box', sw_version: this.deps.version };
+    return {
+      component,
+      objectId,
+      config: { name, unique_id: `${site}_${objectId}`, default_entity_id: defaultEntityId(component, `${site}_${objectId}`), device, origin: this.origin(), ...extra },
+    };
   }
 
   private chairEntities(site: string, deviceId: string): Entity[] {

@@ -20,7 +20,7 @@ function recordingBroker(): { broker: Broker; retained: Map<string, string> } {
   return { broker, retained };
 }
 
-function announced(supportUrl?: string, siteId = 'ladprao-01'): Map<string, string> {
+function announced(supportUrl?: string, siteId = 'ladprao-01', webhookHttps = false): Map<string, string> {
   const { broker, retained } = recordingBroker();
   const registry = new ChairRegistry({ timeZone: 'Asia/Bangkok', availableStatuses: ['Available'], staleAfterMs: 15_000, forgetAfterMs: 3_600_000, expected: [] });
   const reading = (deviceId: string) => ({ deviceId, deviceCode: 'C01', deviceName: `Massage Chair ${deviceId}`, location: 'Ladprao Mall', status: 'Available', seated: false, leftMin: null, leftSec: null, serverTime: '2026-11-22 12:00:00', firmwareVersion: '01.04.12' });
@@ -37,6 +37,7 @@ function announced(supportUrl?: string, siteId = 'ladprao-01'): Map<string, stri
     version: '1.2.3',
     supportUrl,
     configured: ['MC7002'],
+    webhookHttps,
   });
   ha.announce();
   return retained;
@@ -44,7 +45,7 @@ function announced(supportUrl?: string, siteId = 'ladprao-01'): Map<string, stri
 
 describe("Home Assistant discovery, against Home Assistant's own schemas", () => {
   it('every config is valid for its platform: default_entity_id, origin, and no key Home Assistant would drop', () => {
-    const configs = [...announced('https://support.example.com/chairs')].filter(([t]) => t.startsWith('homeassistant/'));
+    const configs = [...announced('https://support.example.com/chairs')].filter(([t, payload]) => t.startsWith('homeassistant/') && payload !== '');
     // The site box (4 entities) and three chairs (5 each): configured, listed, and an odd DeviceId.
     expect(configs).toHaveLength(4 + 3 * 5);
     for (const [topic, payload] of configs) {
@@ -67,7 +68,7 @@ describe("Home Assistant discovery, against Home Assistant's own schemas", () =>
   it('a site id and DeviceIds with odd characters still give entity ids Home Assistant accepts', () => {
     // site.id allows [a-z0-9_-]+: "--", "-_" and a trailing "-" all become "_" runs.
     const retained = announced(undefined, '-mall--01_-');
-    const configs = [...retained].filter(([t]) => t.startsWith('homeassistant/'));
+    const configs = [...retained].filter(([t, payload]) => t.startsWith('homeassistant/') && payload !== '');
     expect(configs).toHaveLength(4 + 3 * 5);
     for (const [topic, payload] of configs) {
       const config = JSON.parse(payload) as Record<string, unknown>;
@@ -75,6 +76,17 @@ describe("Home Assistant discovery, against Home Assistant's own schemas", () =>
     }
     const weird = configs.find(([t]) => t.includes('weird_id') && t.endsWith('/status/config'));
     expect((JSON.parse(weird?.[1] ?? '{}') as Record<string, unknown>)['default_entity_id']).toMatch(/^sensor\.chair_agent_mall_01_weird_id_[0-9a-f]{8}_status$/);
+  });
+
+  it('with HTTPS on the webhook port, the site box shows when its certificate expires; without, that entity is cleared', () => {
+    const topic = 'homeassistant/sensor/chair_agent_ladprao-01/webhook_certificate/config';
+    const https = announced(undefined, 'ladprao-01', true);
+    const config = JSON.parse(https.get(topic) as string) as Record<string, unknown>;
+    expect(haSchemaErrors('sensor', config)).toEqual([]);
+    expect(config).toMatchObject({ state_topic: 'chair-agent/ladprao-01/bridge/info', device_class: 'timestamp', entity_category: 'diagnostic', default_entity_id: 'sensor.chair_agent_ladprao_01_webhook_certificate' });
+    expect([...https.keys()].filter((t) => t.startsWith('homeassistant/') && (https.get(t) ?? '') !== '')).toHaveLength(5 + 3 * 5);
+    // A site that served HTTPS and no longer does: an empty retained config removes the entity.
+    expect(announced().get(topic)).toBe('');
   });
 
   it('the ported schema refuses what Home Assistant would drop or reject', () => {
