@@ -1,6 +1,6 @@
 import { spawnSync } from 'node:child_process';
 import { X509Certificate } from 'node:crypto';
-import { chmodSync, copyFileSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { chmodSync, copyFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { connect, type Socket } from 'node:net';
 import { connect as tlsConnect } from 'node:tls';
 import { tmpdir } from 'node:os';
@@ -323,10 +323,16 @@ describeWith('openssl', 'the webhook port over HTTPS: `doctor` and the service\'
   it('fails a key the service cannot reach, before the service stops on it', () => {
     const { config, tls, pair } = setUp('owner-only');
     chmodSync(pair.key, 0o600);
-    expect(webhookCertificateCheck(config, Date.now(), service)).toMatchObject([{ ok: false, detail: `${pair.key} is not readable by chair-agent, the service's user: it would stop at start` }]);
+    expect(webhookCertificateCheck(config, Date.now(), service)).toMatchObject([{ ok: false, detail: `${pair.key} is not readable by chair-agent, the service's user: its webhook port would stay closed` }]);
     chmodSync(pair.key, 0o640);
     chmodSync(tls, 0o700);
-    expect(webhookCertificateCheck(config, Date.now(), service)).toMatchObject([{ ok: false, detail: `${tls} is not searchable by chair-agent, the service's user: it would stop at start` }]);
+    expect(webhookCertificateCheck(config, Date.now(), service)).toMatchObject([{ ok: false, detail: `${tls} is not searchable by chair-agent, the service's user: its webhook port would stay closed` }]);
+  });
+
+  it('reports a key that is not there as missing, not as out of the service\'s reach', () => {
+    const { config, pair } = setUp('missing');
+    rmSync(pair.key);
+    expect(webhookCertificateCheck(config, Date.now(), service)).toMatchObject([{ ok: false, detail: `webhook.key: cannot read ${pair.key} (ENOENT)` }]);
   });
 
   it('fails a key every user on the box can read', () => {

@@ -364,9 +364,9 @@ export function webhookCertificateCheck(config: Config, now = Date.now(), accoun
   const name = 'https';
   const install = 'install -o root -g chair-agent -m 0640 (OPERATIONS.md, "HTTPS on that port")';
   if (worldReadable(key)) return [{ name, ok: false, detail: `webhook.key: ${key} is readable by every user on this box`, hint: `chmod 0640 it, group chair-agent: ${install}` }];
-  // doctor runs as root; the service does not, and stops (exit 78) on a file it cannot read.
+  // doctor runs as root; the service does not, and keeps the webhook port closed on a file it cannot read.
   const unreachable = account ? (unreadableBy(cert, account) ?? unreadableBy(key, account)) : null;
-  if (unreachable) return [{ name, ok: false, detail: `${unreachable}, the service's user: it would stop at start`, hint: install }];
+  if (unreachable) return [{ name, ok: false, detail: `${unreachable}, the service's user: its webhook port would stay closed`, hint: install }];
   try {
     const pair = readTlsPair({ cert, key }, { cert: 'webhook.cert', key: 'webhook.key' });
     const x509 = new X509Certificate(pair.cert);
