@@ -114,9 +114,10 @@ function initramfs(release, kernel, mode) {
   if (mode === 'systemd') {
     // systemd as PID 1, the check as a unit of multi-user.target, no login prompt on the console.
     cpSync(join(ROOT, 'test', 'kernel', 'systemd-check.sh'), join(stage, 'test', 'systemd-check.sh'));
-    // A certificate for the webhook port's HTTPS step, made here: the VM's root has no OpenSSL.
+    // A certificate for the webhook port's HTTPS steps, made here: the VM's root has no OpenSSL.
+    // Thirty days: doctor fails one within two weeks of its expiry.
     if (have('openssl')) {
-      run('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-days', '2', '-subj', '/CN=127.0.0.1',
+      run('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-days', '30', '-subj', '/CN=127.0.0.1',
         '-addext', 'subjectAltName=IP:127.0.0.1', '-keyout', join(stage, 'test', 'webhook.key'), '-out', join(stage, 'test', 'webhook.crt')]);
     }
     const units = join(stage, 'etc', 'systemd', 'system');

@@ -142,6 +142,27 @@ JS
   ) || fail "could not reach the agent's webhook port"
   [ "$answers" = "200 refused" ] || fail "HTTPS 200 and plain HTTP refused on the webhook port; got: $answers"
   ok "webhook.cert: once the key was 0640, group chair-agent, the port opened without a restart; a record stored over HTTPS (200), plain HTTP refused"
+
+  # 7. The key kept the Debian way: /etc/ssl/private 0710 and the key 0640, group ssl-cert, which
+  #    the service gets from a drop-in. doctor (root) reads it as the service would, with the
+  #    groups the unit as installed gives it: first without the drop-in, then with it.
+  getent group ssl-cert > /dev/null || groupadd --system ssl-cert
+  install -d -m 0710 -o root -g ssl-cert /etc/ssl/private
+  install -m 0640 -o root -g ssl-cert /test/webhook.key /etc/ssl/private/webhook.key
+  write_config '{channelSecret: systemd-test-secret-0001, port: 8443, cert: /etc/chair-agent/tls/webhook.crt, key: /etc/ssl/private/webhook.key}'
+  doctor_https() { /opt/chair-agent/bin/chair-agent doctor 2>&1 | grep -A1 'https'; }
+  doctor_https | grep -q 'FAIL  https .*/etc/ssl/private is not searchable by chair-agent' || fail "doctor did not see that the service cannot reach /etc/ssl/private: $(doctor_https)"
+  mkdir -p /etc/systemd/system/chair-agent.service.d
+  printf '[Service]\nSupplementaryGroups=gpio ssl-cert\n' > /etc/systemd/system/chair-agent.service.d/ssl-cert.conf
+  systemctl daemon-reload
+  doctor_https | grep -q 'ok    https' || fail "doctor did not read the key with the drop-in's group: $(doctor_https)"
+  systemctl restart chair-agent || fail "the agent did not start with the key in /etc/ssl/private: $(journal | tail -5)"
+  n=0
+  until [ "$(journal | grep -c '"tls":true')" -ge 2 ]; do
+    n=$((n + 1)); [ $n -gt 150 ] && fail "the webhook port did not open with the key in /etc/ssl/private: $(journal | tail -3)"
+    sleep 0.2
+  done
+  ok "webhook.key in /etc/ssl/private (group ssl-cert): doctor failed it, then passed it once a drop-in gave the unit the group, and the service served it"
 else
   ok "webhook.cert: skipped (no openssl on the host to make a certificate)"
 fi

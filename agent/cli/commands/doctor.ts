@@ -12,7 +12,8 @@ import type { Config } from '../../config/schema.js';
 import { parseVendorTime } from '../../time/vendor-time.js';
 import { errorCode, errorMessage } from '../../platform/errors.js';
 import { readTlsPair } from '../../platform/tls-files.js';
-import { serviceAccount, unreadableBy, worldReadable, type Account } from './service-user-access.js';
+import { unreadableBy, worldReadable } from './service-user-access.js';
+import { serviceIdentity, type ServiceIdentity } from './service-identity.js';
 import { findHeaderBase, listChips } from '../../gpio/sysfs-chip.js';
 import { loadGpiodBinding, type GpiodBinding } from '../../gpio/gpiod-binding.js';
 import { CONSUMER, GpiodDriver } from '../../gpio/gpiod-driver.js';
@@ -42,6 +43,8 @@ export interface DoctorOptions {
   devDir?: string;
   /** Where the Pi's boot config may be. */
   bootConfigs?: readonly string[];
+  /** Who the service runs as (null: no such account here); by default, as its unit says. */
+  service?: ServiceIdentity | null;
 }
 
 function databaseCheck(config: Config): CheckLine {
@@ -358,14 +361,14 @@ export async function gpioDoctorLines(config: Config, options: DoctorOptions = {
  * The certificate the webhook port serves: whom it names, so the installer can hold that against
  * the URL given to the vendor, and when it expires. Within two weeks of that a renewal has failed.
  */
-export function webhookCertificateCheck(config: Config, now = Date.now(), account: Account | null = serviceAccount()): CheckLine[] {
+export function webhookCertificateCheck(config: Config, now = Date.now(), service: ServiceIdentity | null = null): CheckLine[] {
   const { enabled, port, cert, key } = config.webhook;
   if (!enabled || port === undefined || cert === undefined || key === undefined) return [];
   const name = 'https';
   const install = 'install -o root -g chair-agent -m 0640 (OPERATIONS.md, "HTTPS on that port")';
   if (worldReadable(key)) return [{ name, ok: false, detail: `webhook.key: ${key} is readable by every user on this box`, hint: `chmod 0640 it, group chair-agent: ${install}` }];
   // doctor runs as root; the service does not, and keeps the webhook port closed on a file it cannot read.
-  const unreachable = account ? (unreadableBy(cert, account) ?? unreadableBy(key, account)) : null;
+  const unreachable = service ? (unreadableBy(cert, service) ?? unreadableBy(key, service)) : null;
   if (unreachable) return [{ name, ok: false, detail: `${unreachable}, the service's user: its webhook port would stay closed`, hint: install }];
   try {
     const pair = readTlsPair({ cert, key }, { cert: 'webhook.cert', key: 'webhook.key' });
@@ -384,7 +387,8 @@ export function webhookCertificateCheck(config: Config, now = Date.now(), accoun
 
 export async function runDoctor(config: Config, path: string, options: DoctorOptions = {}): Promise<CheckLine[]> {
   const lines: CheckLine[] = [{ name: 'config', ok: true, detail: `${path} valid (site ${config.site.id})` }];
-  lines.push(...webhookCertificateCheck(config));
+  const service = options.service === undefined ? serviceIdentity() : options.service;
+  lines.push(...webhookCertificateCheck(config, Date.now(), service));
   lines.push(databaseCheck(config));
   const [vendor, broker] = await Promise.all([vendorChecks(config), brokerCheck(config, options.brokerTimeoutMs ?? 5_000)]);
   lines.push(...vendor, ...broker);

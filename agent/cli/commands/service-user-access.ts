@@ -1,54 +1,74 @@
-import { readFileSync, statSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { realpathSync, statSync } from 'node:fs';
 import { dirname } from 'node:path';
+import type { ServiceIdentity } from './service-identity.js';
 
-/** The account the packaged unit runs the agent as (systemd/chair-agent.service, User=). */
-export const SERVICE_USER = 'chair-agent';
-
-export interface Account {
-  name: string;
-  uid: number;
-  gid: number;
-}
-
-/** The service's account from the passwd file, or null where it does not exist (a developer's machine). */
-export function serviceAccount(passwdPath = '/etc/passwd', name = SERVICE_USER): Account | null {
-  let text: string;
-  try {
-    text = readFileSync(passwdPath, 'utf8');
-  } catch {
-    return null;
-  }
-  for (const line of text.split('\n')) {
-    const [user, , uid, gid] = line.split(':');
-    if (user === name && uid !== undefined && gid !== undefined) return { name, uid: Number(uid), gid: Number(gid) };
-  }
-  return null;
-}
+/** Whether the service could open a path: asked of the kernel as its account, or 'unknown'. */
+export type Probe = (who: ServiceIdentity, test: '-r' | '-x', path: string) => boolean | 'unknown';
 
 /**
- * Whether `account` can read `path` by the mode bits: the file readable and every directory above
- * it searchable, by owner, primary group or others. `doctor` runs as root, who reads everything,
- * while the service does not: this is what tells an installer the key is out of its reach before
- * the service stops on it. Supplementary groups and ACLs are not looked at.
+ * Asks the kernel, which also applies ACLs: `test` run by setpriv (util-linux, on every Debian)
+ * with the service's user, group and supplementary groups. Only root can take another identity;
+ * anyone else gets 'unknown' and the mode bits decide.
  */
-export function unreadableBy(path: string, account: Account): string | null {
-  const allows = (p: string, bit: 4 | 1): boolean => {
-    const st = statSync(p);
-    const mode = st.mode;
-    if (st.uid === account.uid) return (mode & (bit << 6)) !== 0;
-    if (st.gid === account.gid) return (mode & (bit << 3)) !== 0;
-    return (mode & bit) !== 0;
-  };
+export const kernelProbe: Probe = (who, test, path) => {
+  const groups = who.groups.length > 0 ? ['--groups', who.groups.join(',')] : ['--clear-groups'];
+  const r = spawnSync('setpriv', ['--reuid', String(who.uid), '--regid', String(who.gid), ...groups, '--', 'test', test, path], { encoding: 'utf8', timeout: 5_000 });
+  if (r.status === 0) return true;
+  // `test` says no with status 1 and nothing on stderr; setpriv's own failures say why.
+  if (r.status === 1 && !r.stderr) return false;
+  return 'unknown';
+};
+
+/** The mode bits' answer, by owner, then the primary and supplementary groups, then others. */
+const modeProbe: Probe = (who, test, path) => {
+  const bit = test === '-r' ? 4 : 1;
+  let st;
   try {
-    for (let dir = dirname(path); ; dir = dirname(dir)) {
-      if (!allows(dir, 1)) return `${dir} is not searchable by ${account.name}`;
-      if (dir === dirname(dir)) break;
-    }
-    return allows(path, 4) ? null : `${path} is not readable by ${account.name}`;
+    st = statSync(path);
   } catch {
-    // A file that is not there is reported by whoever reads it (ENOENT), not as out of reach.
+    // Not root, and a directory above is closed to us too: nothing to claim about the service.
+    return 'unknown';
+  }
+  if (st.uid === who.uid) return (st.mode & (bit << 6)) !== 0;
+  if (st.gid === who.gid || who.groups.includes(st.gid)) return (st.mode & (bit << 3)) !== 0;
+  return (st.mode & bit) !== 0;
+};
+
+/**
+ * Why the service could not read `path`, or null when it can (or when the file is not there, which
+ * whoever reads it reports). `doctor` runs as root, who reads everything: this is what tells an
+ * installer a file is out of the service's reach before the service fails on it.
+ */
+export function unreadableBy(path: string, who: ServiceIdentity, probe: Probe = kernelProbe): string | null {
+  let real: string;
+  try {
+    real = realpathSync(path);
+  } catch {
     return null;
   }
+  for (const p of new Set([path, real])) {
+    const hid = who.hidden.find((h) => p === h.dir || p.startsWith(`${h.dir}/`));
+    if (hid) return `${p} is under ${hid.dir}, which the service's unit hides from it (${hid.by})`;
+  }
+  const ask = (test: '-r' | '-x', p: string): boolean | 'unknown' => {
+    const answer = probe(who, test, p);
+    return answer === 'unknown' ? modeProbe(who, test, p) : answer;
+  };
+  // The kernel's yes settles it; the mode bits of the file alone do not (a directory above may be closed).
+  const file = probe(who, '-r', path);
+  if (file === true) return null;
+  // Which directory stops it, from the top: the path as written, then where its links lead.
+  for (const p of new Set([path, real])) {
+    const above: string[] = [];
+    for (let dir = dirname(p); ; dir = dirname(dir)) {
+      above.unshift(dir);
+      if (dir === dirname(dir)) break;
+    }
+    const closed = above.find((dir) => ask('-x', dir) === false);
+    if (closed) return `${closed} is not searchable by ${who.name}`;
+  }
+  return (file === 'unknown' ? modeProbe(who, '-r', path) : file) === false ? `${path} is not readable by ${who.name}` : null;
 }
 
 /** Whether every account on the box can read the file. */
