@@ -4,6 +4,8 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { PACKAGED_UNIT, serviceIdentity, unitSettings, type ServiceIdentity } from '../../agent/cli/commands/service-identity.js';
 import { kernelProbe, unreadableBy, type Probe } from '../../agent/cli/commands/service-user-access.js';
+import { serviceFilesCheck } from '../../agent/cli/commands/doctor.js';
+import { parseConfig } from '../../agent/config/load.js';
 import { describeWith } from '../helpers/tools.js';
 
 /**
@@ -62,6 +64,46 @@ describeWith('root', 'a file as the service reads it', () => {
     expect(kernelProbe(service(), '-r', file)).toBe(false);
     chmodSync(file, 0o604);
     expect(kernelProbe(service(), '-r', file)).toBe(true);
+  });
+});
+
+describeWith('root', '`doctor`: the files the service reads at start', () => {
+  // The broker's TLS files, which the service reads before it connects: out of its reach, it
+  // stops with exit 78 (systemd does not restart that), while doctor, run as root, reads them.
+  const files = (): { ca: string; key: string; cert: string; yaml: string } => {
+    const tls = mkdtempSync(join(dir, 'mqtt-tls-'));
+    chmodSync(tls, 0o755);
+    const [ca, cert, key] = ['ca.crt', 'client.crt', 'client.key'].map((f) => join(tls, f)) as [string, string, string];
+    writeFileSync(ca, 'ca', { mode: 0o644 });
+    writeFileSync(cert, 'cert', { mode: 0o644 });
+    writeFileSync(key, 'key', { mode: 0o640 });
+    chownSync(key, 0, 64_100);
+    const yaml = `site: {id: x}\nvendor: {baseUrl: "https://x", apiKey: k-1234}\nwebhook: {enabled: false}\nmqtt: {url: "mqtts://broker.example:8883", ca: ${ca}, cert: ${cert}, key: ${key}}\n`;
+    return { ca, cert, key, yaml };
+  };
+
+  it('passes files the service reads, and names them', () => {
+    const f = files();
+    const { config } = parseConfig(f.yaml, 'c.yaml', { env: {} });
+    expect(serviceFilesCheck(config, 'c.yaml', service())).toEqual([{ name: 'access', ok: true, detail: `chair-agent reads mqtt.ca (${f.ca}), mqtt.cert (${f.cert}), mqtt.key (${f.key})` }]);
+  });
+
+  it('fails a file root reads and the service cannot, saying what that stops', () => {
+    const f = files();
+    const { config } = parseConfig(f.yaml, 'c.yaml', { env: {} });
+    chmodSync(f.ca, 0o600);
+    expect(serviceFilesCheck(config, 'c.yaml', service())).toMatchObject([{ ok: false, detail: `mqtt.ca: ${f.ca} is not readable by chair-agent, the service's user: the service would stop at start (exit 78)` }]);
+    chmodSync(f.ca, 0o644);
+    chmodSync(f.key, 0o644);
+    expect(serviceFilesCheck(config, 'c.yaml', service())).toMatchObject([{ ok: false, detail: `mqtt.key: ${f.key} is readable by every user on this box` }]);
+  });
+
+  it('checks the config only when it is the one the unit runs with', () => {
+    const f = files();
+    const path = join(dir, 'not-the-service.yaml');
+    writeFileSync(path, f.yaml, { mode: 0o600 });
+    const { config } = parseConfig(f.yaml, path, { env: {} });
+    expect(serviceFilesCheck(config, path, service())).toMatchObject([{ ok: true }]);
   });
 });
 

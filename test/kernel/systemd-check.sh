@@ -35,6 +35,16 @@ journal | grep -q 'Start request repeated too quickly' && fail "systemd's start 
 systemctl status chair-agent --no-pager 2>&1 | grep -q 'start-limit-hit' && fail "start-limit-hit"
 ok "8 manual restarts with a bad config: all 8 ran (exit 78 each), no start limit"
 
+# 1b. doctor reads the config as the service would: made 0600 root (an editor's copy, a restore),
+#     root reads it and the service would stop at start. Put back as setup.sh installs it.
+doctor_access() { /opt/chair-agent/bin/chair-agent doctor 2>&1 | grep -A1 'access'; }
+write_config '{enabled: false}'
+chmod 0600 /etc/chair-agent/config.yaml
+doctor_access | grep -q 'FAIL  access .*config: /etc/chair-agent/config.yaml is not readable by chair-agent' || fail "doctor did not see the config out of the service's reach: $(doctor_access)"
+chmod 0640 /etc/chair-agent/config.yaml
+doctor_access | grep -q 'ok    access .*chair-agent reads config' || fail "doctor did not pass the config as installed: $(doctor_access)"
+ok "doctor: a config 0600 root fails its access line (the service would stop at start); 0640 group chair-agent passes"
+
 # 2. A crash loop: the agent killed as soon as it runs, 5 times; then it stays stopped.
 write_config '{enabled: false}'
 systemctl restart chair-agent || fail "the agent did not start with a valid config: $(journal | tail -5)"

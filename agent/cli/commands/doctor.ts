@@ -1,12 +1,13 @@
 import { X509Certificate } from 'node:crypto';
 import { accessSync, constants, existsSync } from 'node:fs';
-import { dirname, join } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import type { MqttClient } from 'mqtt';
 import { connectClient } from '../../mqtt/client-options.js';
 import { buttonBias } from '../../gpio/gpio-from-config.js';
 import { vendorFromConfig } from '../../vendor/vendor-from-config.js';
 import { systemClock } from '../../platform/clock.js';
 import { redactUrl } from '../../config/redact.js';
+import { DEFAULT_CONFIG_PATH } from '../../config/config-error.js';
 import { volatileStorage } from '../../store/volatile-storage.js';
 import type { Config } from '../../config/schema.js';
 import { parseVendorTime } from '../../time/vendor-time.js';
@@ -385,9 +386,36 @@ export function webhookCertificateCheck(config: Config, now = Date.now(), servic
   }
 }
 
+/**
+ * The files the service reads at start, read as the service: its config (the unit's, when that is
+ * the one checked) and the broker's TLS files. Any of them out of its reach stops it with exit 78,
+ * which systemd does not restart, while every command run as root finds them fine.
+ */
+export function serviceFilesCheck(config: Config, path: string, service: ServiceIdentity | null): CheckLine[] {
+  if (!service) return [];
+  const name = 'access';
+  const files: [string, string | undefined][] = [
+    ['config', resolve(path) === DEFAULT_CONFIG_PATH ? path : undefined],
+    ['mqtt.ca', config.mqtt.ca],
+    ['mqtt.cert', config.mqtt.cert],
+    ['mqtt.key', config.mqtt.key],
+  ];
+  const read = files.filter((f): f is [string, string] => f[1] !== undefined);
+  const hint = `install -o root -g ${service.name} -m 0640 it, or put ${service.name} in the file's group (OPERATIONS.md, "Files the service reads")`;
+  for (const [key, file] of read) {
+    const problem = unreadableBy(file, service);
+    if (problem) return [{ name, ok: false, detail: `${key}: ${problem}, the service's user: the service would stop at start (exit 78)`, hint }];
+  }
+  const key = config.mqtt.key;
+  if (key !== undefined && worldReadable(key)) return [{ name, ok: false, detail: `mqtt.key: ${key} is readable by every user on this box`, hint }];
+  if (read.length === 0) return [];
+  return [{ name, ok: true, detail: `${service.name} reads ${read.map(([k, file]) => `${k} (${file})`).join(', ')}` }];
+}
+
 export async function runDoctor(config: Config, path: string, options: DoctorOptions = {}): Promise<CheckLine[]> {
   const lines: CheckLine[] = [{ name: 'config', ok: true, detail: `${path} valid (site ${config.site.id})` }];
   const service = options.service === undefined ? serviceIdentity() : options.service;
+  lines.push(...serviceFilesCheck(config, path, service));
   lines.push(...webhookCertificateCheck(config, Date.now(), service));
   lines.push(databaseCheck(config));
   const [vendor, broker] = await Promise.all([vendorChecks(config), brokerCheck(config, options.brokerTimeoutMs ?? 5_000)]);
