@@ -1,9 +1,9 @@
-import { accessSync, constants, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseDocument } from 'yaml';
 import type * as z from 'zod/mini';
 import { errorCode, errorMessage } from '../platform/errors.js';
-import { readTlsPair } from '../platform/tls-files.js';
+import { brokerTlsProblems, readTlsPair } from '../platform/tls-files.js';
 import { deepFreeze } from '../core/deep-freeze.js';
 import { ConfigError } from './config-error.js';
 import { ConfigSchema, SECRET_PATHS, formatPath, type Config } from './schema.js';
@@ -77,24 +77,10 @@ export function validateConfig(raw: unknown, path: string, sources: ConfigSource
   const result = ConfigSchema.safeParse(raw, { reportInput: true });
   if (!result.success) throw new ConfigError('CONFIG_INVALID', describeIssues(result.error.issues));
   const config = result.data;
-  const fileProblems = [
-    ...(['ca', 'cert', 'key'] as const).flatMap((k) => unreadable(config.mqtt[k], `mqtt.${k}`)),
-  ];
   if ((config.mqtt.cert === undefined) !== (config.mqtt.key === undefined)) {
-    fileProblems.push(`mqtt.${config.mqtt.cert === undefined ? 'cert' : 'key'}: required when mqtt.${config.mqtt.cert === undefined ? 'key' : 'cert'} is set`);
+    throw new ConfigError('CONFIG_INVALID', [`mqtt.${config.mqtt.cert === undefined ? 'cert' : 'key'}: required when mqtt.${config.mqtt.cert === undefined ? 'key' : 'cert'} is set`]);
   }
-  if (fileProblems.length > 0) throw new ConfigError('CONFIG_INVALID', fileProblems);
   return { config: deepFreeze(config), path, secretSources };
-}
-
-function unreadable(file: string | undefined, key: string): string[] {
-  if (file === undefined) return [];
-  try {
-    accessSync(file, constants.R_OK);
-    return [];
-  } catch (err) {
-    return [`${key}: cannot read ${file} (${errorCode(err) ?? 'error'})`];
-  }
 }
 
 /**
@@ -194,11 +180,16 @@ function describeIssues(issues: readonly z.core.$ZodIssue[]): string[] {
 }
 
 /**
- * What is wrong with the webhook port's certificate files, as `check` reports it. Not part of a
- * config's validity: a renewal that leaves them broken must not stop the agent at its next start,
- * whose webhook port then waits for them (HttpListener) while the rest runs.
+ * What is wrong with the TLS files (the broker's, the webhook port's), as `check` reports it. Not
+ * part of a config's validity: a renewal that leaves them broken must not stop the agent at its
+ * next start. The broker connection (MqttBroker) and the webhook port (HttpListener) wait for
+ * them while the rest runs.
  */
-export function webhookTlsProblems(config: Config): string[] {
+export function tlsFileProblems(config: Config): string[] {
+  return [...brokerTlsProblems(config.mqtt), ...webhookTlsProblems(config)];
+}
+
+function webhookTlsProblems(config: Config): string[] {
   const { enabled, port, cert, key } = config.webhook;
   if (!enabled || port === undefined || cert === undefined || key === undefined) return [];
   try {

@@ -109,6 +109,8 @@ export class MqttBridge implements Component {
     this.deps.backlog?.on('delivered', this.onBacklog);
     this.infoTimer = this.deps.clock.setInterval(() => this.publishInfo(), this.deps.infoIntervalMs);
     broker.connect();
+    // Nothing can be tried yet: /healthz and the status page say why rather than "not connected yet".
+    if (broker.problem) health.set('broker', false, broker.problem);
   }
 
   async stop(): Promise<void> {

@@ -72,6 +72,8 @@ export interface Broker extends EventEmitter<BrokerEvents> {
   connect(): void;
   /** Resolves once the first connection attempt has succeeded or failed. */
   firstAttempt(): Promise<void>;
+  /** Why no connection can be tried now (a TLS file that cannot be read), or null. */
+  readonly problem?: string | null;
   publish(topic: string, payload: string | Buffer, options: PublishOptions): Promise<void>;
   /**
    * As publish, with a callback instead of a promise (null on success), for the outbox's

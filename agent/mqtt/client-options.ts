@@ -1,6 +1,6 @@
-import { readFileSync } from 'node:fs';
 import mqtt, { type IClientOptions, type MqttClient } from 'mqtt';
 import { PacketStore } from './packet-store.js';
+import { readTlsFile } from '../platform/tls-files.js';
 
 /** How to reach the broker: what the agent and `doctor` share, so doctor tests what the agent does. */
 export interface BrokerEndpoint {
@@ -17,7 +17,7 @@ export interface BrokerEndpoint {
 /**
  * mqtt.js options for an endpoint. The URL is read here (WHATWG URL), never by mqtt.js, which
  * would use Node's deprecated url.parse() and print a warning on every run. Credentials in the
- * URL count only where the endpoint gives none. Throws when a certificate file cannot be read.
+ * URL count only where the endpoint gives none. Throws TLS_FILES_INVALID when a TLS file cannot be read.
  */
 export function endpointOptions(e: BrokerEndpoint): IClientOptions {
   const url = new URL(e.url);
@@ -35,9 +35,9 @@ export function endpointOptions(e: BrokerEndpoint): IClientOptions {
   const password = e.password ?? (url.password ? decodeURIComponent(url.password) : undefined);
   if (username !== undefined) options.username = username;
   if (password !== undefined) options.password = password;
-  if (e.ca) options.ca = readFileSync(e.ca);
-  if (e.cert) options.cert = readFileSync(e.cert);
-  if (e.key) options.key = readFileSync(e.key);
+  if (e.ca) options.ca = readTlsFile(e.ca, 'mqtt.ca');
+  if (e.cert) options.cert = readTlsFile(e.cert, 'mqtt.cert');
+  if (e.key) options.key = readTlsFile(e.key, 'mqtt.key');
   return options;
 }
 

@@ -21,9 +21,14 @@ export interface MqttBrokerOptions extends BrokerEndpoint {
   clock: Clock;
   logger: Logger;
   random?: () => number;
+  /** How often TLS files that could not be read are tried again (a minute). */
+  filesRetryMs?: number;
 }
 
 type PendingAcks = Record<string, { cmd?: string; cb?: (err?: Error) => void }>;
+
+/** How often TLS files that could not be read are tried again. */
+const FILES_RETRY_MS = 60_000;
 
 /** MQTT 5's DISCONNECT reason "Session taken over". */
 const SESSION_TAKEN_OVER = 0x8e;
@@ -52,6 +57,8 @@ export class MqttBroker extends EventEmitter<BrokerEvents> implements Broker {
   private serverMaximumPacketSize: number | undefined;
   private attempted: Promise<void> = new Promise(() => undefined);
   private reconnectTimer: Timer | null = null;
+  /** Set while a TLS file cannot be read: the next try (waitForFiles). */
+  private filesTimer: Timer | null = null;
   private attempt = 0;
   private outageSince: number | null = null;
   private ending = false;
@@ -74,10 +81,20 @@ export class MqttBroker extends EventEmitter<BrokerEvents> implements Broker {
     return this.client?.connected ?? false;
   }
 
+  get problem(): string | null {
+    return this.filesTimer ? this.lastError : null;
+  }
+
   connect(): void {
-    if (this.client) return;
+    if (this.client || this.filesTimer || this.ending) return;
     const o = this.opts;
-    const client = connectClient(o, { clientId: o.clientId, keepaliveSeconds: o.keepaliveSeconds, connectTimeoutMs: 10_000, will: o.will });
+    let client: MqttClient;
+    try {
+      client = connectClient(o, { clientId: o.clientId, keepaliveSeconds: o.keepaliveSeconds, connectTimeoutMs: 10_000, will: o.will });
+    } catch (err) {
+      this.waitForFiles(err);
+      return;
+    }
     this.client = client;
     this.attempted = new Promise((resolve) => {
       for (const event of ['connect', 'error', 'close', 'offline'] as const) client.once(event, () => resolve());
@@ -124,6 +141,22 @@ export class MqttBroker extends EventEmitter<BrokerEvents> implements Broker {
       if (props?.correlationData) msg.correlationData = Buffer.from(props.correlationData);
       this.emit('message', msg);
     });
+  }
+
+  /**
+   * A TLS file the connection needs cannot be read (a renewal hook that left the key root's own,
+   * then a reboot). That must not stop the agent: buttons, polls and the outbox carry on, records
+   * wait on disk as in any outage, and the files are tried again every minute.
+   */
+  private waitForFiles(err: unknown): void {
+    const text = errorMessage(err);
+    if (text !== this.lastError) this.opts.logger.error({ broker: this.description, code: 'TLS_FILES_INVALID', err: text }, `broker connection not started: ${text}; tried again every minute`);
+    this.lastError = text;
+    this.attempted = Promise.resolve();
+    this.filesTimer = this.opts.clock.setTimeout(() => {
+      this.filesTimer = null;
+      this.connect();
+    }, this.opts.filesRetryMs ?? FILES_RETRY_MS);
   }
 
   private onClose(client: MqttClient): void {
@@ -278,6 +311,8 @@ export class MqttBroker extends EventEmitter<BrokerEvents> implements Broker {
     this.ending = true;
     this.reconnectTimer?.cancel();
     this.reconnectTimer = null;
+    this.filesTimer?.cancel();
+    this.filesTimer = null;
     this.client = null;
     if (!client) return Promise.resolve();
     return new Promise((resolve) => {

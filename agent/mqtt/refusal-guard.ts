@@ -183,6 +183,10 @@ export class RefusalGuard extends EventEmitter<BrokerEvents> implements Broker {
     return this.opts.inner.connected;
   }
 
+  get problem(): string | null {
+    return this.opts.inner.problem ?? null;
+  }
+
   get description(): string {
     return this.opts.inner.description;
   }

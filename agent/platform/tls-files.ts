@@ -22,15 +22,8 @@ export interface TlsPair {
  * An expired certificate is not an error here: the listener still serves it and says so.
  */
 export function readTlsPair(files: TlsFiles, keys: { cert: string; key: string }): TlsPair {
-  const read = (file: string, key: string): Buffer => {
-    try {
-      return readFileSync(file);
-    } catch (err) {
-      throw new AgentError('TLS_FILES_INVALID', `${key}: cannot read ${file} (${errorCode(err) ?? 'error'})`);
-    }
-  };
-  const cert = read(files.cert, keys.cert);
-  const key = read(files.key, keys.key);
+  const cert = readTlsFile(files.cert, keys.cert);
+  const key = readTlsFile(files.key, keys.key);
   let notAfter: number;
   try {
     notAfter = Date.parse(new X509Certificate(cert).validTo);
@@ -63,4 +56,28 @@ export function tlsFilesSignature(files: TlsFiles): string {
     }
   };
   return `${sig(files.cert)}|${sig(files.key)}`;
+}
+
+/** A TLS file read whole, or TLS_FILES_INVALID naming its config key. */
+export function readTlsFile(path: string, key: string): Buffer {
+  try {
+    return readFileSync(path);
+  } catch (err) {
+    throw new AgentError('TLS_FILES_INVALID', `${key}: cannot read ${path} (${errorCode(err) ?? errorMessage(err)})`);
+  }
+}
+
+/** What stops the broker's TLS files (mqtt.ca, mqtt.cert, mqtt.key) from being read now: one line per file. */
+export function brokerTlsProblems(files: { ca?: string | undefined; cert?: string | undefined; key?: string | undefined }): string[] {
+  const problems: string[] = [];
+  for (const k of ['ca', 'cert', 'key'] as const) {
+    const path = files[k];
+    if (path === undefined) continue;
+    try {
+      readTlsFile(path, `mqtt.${k}`);
+    } catch (err) {
+      problems.push(errorMessage(err));
+    }
+  }
+  return problems;
 }

@@ -1,9 +1,12 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { copyFileSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { build } from '../../agent/build.js';
+import { MqttBroker } from '../../agent/mqtt/mqtt-broker.js';
+import { systemClock } from '../../agent/platform/clock.js';
+import { runCli } from '../helpers/cli.js';
 import { Simulator } from '../../agent/simulator/simulator.js';
 import { mosquittoPath } from '../helpers/broker.js';
 import { TEST_API_KEY, testConfig } from '../helpers/config.js';
@@ -73,6 +76,43 @@ describe.skipIf(!ready)('MQTT over TLS with a username and password', () => {
     expect(agent.health.get('broker').ok).toBe(false);
     await agent.stop();
     expect(log.raw.join('')).not.toContain('not-the-pass-1357');
+  });
+
+  // A renewal or a restore that leaves a TLS file unreadable, then a reboot: before 0.3.9 the
+  // config was refused (exit 78, which systemd does not restart), and the buttons stopped with it.
+  it('runs without a TLS file it cannot read yet: the rest of the agent works, and says why', async () => {
+    const later = join(dir, 'not-yet-ca.pem');
+    const { agent, log } = agentWith({ ca: later, username: 'site-agent', password: 'broker-pass-8642' });
+    await agent.start();
+    const line = log.lines.find((l) => /^broker connection not started/.test(l.msg));
+    expect(line?.msg).toBe(`broker connection not started: mqtt.ca: cannot read ${later} (ENOENT); tried again every minute`);
+    await waitFor(() => agent.health.get('vendor').ok, 'the vendor polled meanwhile');
+    expect(agent.broker.connected).toBe(false);
+    expect(agent.health.get('broker')).toMatchObject({ ok: false, detail: `mqtt.ca: cannot read ${later} (ENOENT)` });
+    await agent.stop();
+  });
+
+  it('connects once the file can be read, without a restart', async () => {
+    const later = join(dir, 'copied-later-ca.pem');
+    const log = memoryLogger('info', ['broker-pass-8642']);
+    const broker = new MqttBroker({ url: `mqtts://127.0.0.1:${port}`, ca: later, username: 'site-agent', password: 'broker-pass-8642', rejectUnauthorized: true, protocolVersion: 5, clientId: 'files-later', keepaliveSeconds: 30, reconnectSeconds: 2, will: { topic: 'files/state', payload: 'offline' }, clock: systemClock, logger: log.logger, filesRetryMs: 100 });
+    broker.connect();
+    await broker.firstAttempt();
+    expect(broker.connected).toBe(false);
+    copyFileSync(join(dir, 'ca.pem'), later);
+    await waitFor(() => broker.connected, 'the connection once the CA is there');
+    await broker.publish('files/state', 'online', { qos: 1 });
+    await broker.end(1_000);
+    // Said once, not at every try.
+    expect(log.lines.filter((l) => /^broker connection not started/.test(l.msg))).toHaveLength(1);
+  });
+
+  it('fails `chair-agent check` on such a file (exit 78), so an installer sees it', async () => {
+    const config = join(dir, 'check.yaml');
+    writeFileSync(config, `site: {id: x}\nvendor: {baseUrl: "https://x", apiKey: k-1234}\nwebhook: {enabled: false}\nmqtt: {url: "mqtts://127.0.0.1:${port}", ca: ${join(dir, 'absent-ca.pem')}}\n`);
+    const check = await runCli(['check', '--config', config]);
+    expect(check.code).toBe(78);
+    expect(check.stderr).toContain(`mqtt.ca: cannot read ${join(dir, 'absent-ca.pem')} (ENOENT)`);
   });
 
   it('refuses a broker certificate from an unknown CA', async () => {

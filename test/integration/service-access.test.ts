@@ -69,7 +69,7 @@ describeWith('root', 'a file as the service reads it', () => {
 
 describeWith('root', '`doctor`: the files the service reads at start', () => {
   // The broker's TLS files, which the service reads before it connects: out of its reach, it
-  // stops with exit 78 (systemd does not restart that), while doctor, run as root, reads them.
+  // runs without the broker, while doctor, run as root, reads them.
   const files = (): { ca: string; key: string; cert: string; yaml: string } => {
     const tls = mkdtempSync(join(dir, 'mqtt-tls-'));
     chmodSync(tls, 0o755);
@@ -92,7 +92,7 @@ describeWith('root', '`doctor`: the files the service reads at start', () => {
     const f = files();
     const { config } = parseConfig(f.yaml, 'c.yaml', { env: {} });
     chmodSync(f.ca, 0o600);
-    expect(serviceFilesCheck(config, 'c.yaml', service())).toMatchObject([{ ok: false, detail: `mqtt.ca: ${f.ca} is not readable by chair-agent, the service's user: the service would stop at start (exit 78)` }]);
+    expect(serviceFilesCheck(config, 'c.yaml', service())).toMatchObject([{ ok: false, detail: `mqtt.ca: ${f.ca} is not readable by chair-agent, the service's user: the service would run without the broker, its records waiting on disk` }]);
     chmodSync(f.ca, 0o644);
     chmodSync(f.key, 0o644);
     expect(serviceFilesCheck(config, 'c.yaml', service())).toMatchObject([{ ok: false, detail: `mqtt.key: ${f.key} is readable by every user on this box` }]);

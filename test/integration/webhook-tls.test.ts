@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Agent as HttpsClient, request } from 'undici';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ConfigError, parseConfig, webhookTlsProblems } from '../../agent/config/load.js';
+import { ConfigError, parseConfig, tlsFileProblems } from '../../agent/config/load.js';
 import { runCli } from '../helpers/cli.js';
 import type { Config } from '../../agent/config/schema.js';
 import { webhookCertificateCheck } from '../../agent/cli/commands/doctor.js';
@@ -242,7 +242,7 @@ describeWith(['mosquitto', 'openssl'], 'an agent whose webhook certificate does 
 
 describeWith('openssl', 'the webhook port over HTTPS: `check`', () => {
   const base = (webhook: string): string => `site: {id: x}\nvendor: {baseUrl: "https://x", apiKey: k-1234}\nwebhook: {channelSecret: s, ${webhook}}\n`;
-  const problems = (yaml: string): string[] => webhookTlsProblems(parseConfig(yaml, 'c.yaml', { env: {} }).config);
+  const problems = (yaml: string): string[] => tlsFileProblems(parseConfig(yaml, 'c.yaml', { env: {} }).config);
 
   it('takes a certificate and its key on the webhook port', () => {
     const p = makePair('check-ok', 30);

@@ -60,7 +60,6 @@ describe('configuration', () => {
     ['a webhook host without its port', 'webhook: {channelSecret: s, host: 192.168.1.5}', 'webhook.host: only with webhook.port (without it the webhook is served on http.host:http.port)'],
     ['a bad log level', 'log: {level: loud}', 'log.level: must be one of "fatal", "error", "warn", "info", "debug", "trace", "silent" (got text "loud")'],
     ['a list where a mapping belongs', 'mqtt: [1, 2]', 'mqtt: expected a mapping, got a list'],
-    ['a missing TLS file', 'mqtt: {url: "mqtts://b", ca: /nonexistent/ca.pem}', 'mqtt.ca: cannot read /nonexistent/ca.pem (ENOENT)'],
     // a message the schema does not word itself: zod's English one
     ['a support URL that is not one', 'homeassistant: {supportUrl: "help desk"}', 'homeassistant.supportUrl: Invalid URL (got text "help desk")'],
   ])('reports %s as "path: problem"', (_what, extra, expected) => {

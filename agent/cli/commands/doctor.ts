@@ -388,8 +388,9 @@ export function webhookCertificateCheck(config: Config, now = Date.now(), servic
 
 /**
  * The files the service reads at start, read as the service: its config (the unit's, when that is
- * the one checked) and the broker's TLS files. Any of them out of its reach stops it with exit 78,
- * which systemd does not restart, while every command run as root finds them fine.
+ * the one checked) and the broker's TLS files. A config out of its reach stops it with exit 78,
+ * which systemd does not restart; a broker file keeps it off the broker (records wait on disk).
+ * Every command run as root finds them fine.
  */
 export function serviceFilesCheck(config: Config, path: string, service: ServiceIdentity | null): CheckLine[] {
   if (!service) return [];
@@ -404,7 +405,8 @@ export function serviceFilesCheck(config: Config, path: string, service: Service
   const hint = `install -o root -g ${service.name} -m 0640 it, or put ${service.name} in the file's group (OPERATIONS.md, "Files the service reads")`;
   for (const [key, file] of read) {
     const problem = unreadableBy(file, service);
-    if (problem) return [{ name, ok: false, detail: `${key}: ${problem}, the service's user: the service would stop at start (exit 78)`, hint }];
+    const cost = key === 'config' ? 'the service would stop at start (exit 78)' : 'the service would run without the broker, its records waiting on disk';
+    if (problem) return [{ name, ok: false, detail: `${key}: ${problem}, the service's user: ${cost}`, hint }];
   }
   const key = config.mqtt.key;
   if (key !== undefined && worldReadable(key)) return [{ name, ok: false, detail: `mqtt.key: ${key} is readable by every user on this box`, hint }];
