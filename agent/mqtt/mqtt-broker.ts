@@ -6,6 +6,7 @@ import { errorMessage } from '../platform/errors.js';
 import { redactUrl } from '../config/redact.js';
 import { FLAP_MS, FLAPS_BEFORE_BACKOFF, flapDelay, reconnectDelay, STABLE_MS } from '../core/backoff.js';
 import { connectClient, type BrokerEndpoint } from './client-options.js';
+import { brokerTlsProblems } from '../platform/tls-files.js';
 import { overPacketLimit, PACKET_TOO_LARGE } from './packet-size.js';
 import './lenient-acks.js';
 import { BrokerError, type Broker, type BrokerEvents, type InboundMessage, type PublishOptions, type SubscribeOptions } from './broker.js';
@@ -88,11 +89,17 @@ export class MqttBroker extends EventEmitter<BrokerEvents> implements Broker {
   connect(): void {
     if (this.client || this.filesTimer || this.ending) return;
     const o = this.opts;
-    let client: MqttClient;
+    // Read and checked here, so a bad file is named by its key (OpenSSL's words for a client key
+    // that is not its certificate's name neither) and never thrown from inside mqtt.js.
+    const problems = brokerTlsProblems(o);
+    let client: MqttClient | null = null;
     try {
-      client = connectClient(o, { clientId: o.clientId, keepaliveSeconds: o.keepaliveSeconds, connectTimeoutMs: 10_000, will: o.will });
+      if (problems.length === 0) client = connectClient(o, { clientId: o.clientId, keepaliveSeconds: o.keepaliveSeconds, connectTimeoutMs: 10_000, will: o.will });
     } catch (err) {
-      this.waitForFiles(err);
+      problems.push(errorMessage(err));
+    }
+    if (!client) {
+      this.waitForFiles(problems.join('; '));
       return;
     }
     this.client = client;
@@ -148,8 +155,7 @@ export class MqttBroker extends EventEmitter<BrokerEvents> implements Broker {
    * then a reboot). That must not stop the agent: buttons, polls and the outbox carry on, records
    * wait on disk as in any outage, and the files are tried again every minute.
    */
-  private waitForFiles(err: unknown): void {
-    const text = errorMessage(err);
+  private waitForFiles(text: string): void {
     if (text !== this.lastError) this.opts.logger.error({ broker: this.description, code: 'TLS_FILES_INVALID', err: text }, `broker connection not started: ${text}; tried again every minute`);
     this.lastError = text;
     this.attempted = Promise.resolve();

@@ -67,17 +67,21 @@ export function readTlsFile(path: string, key: string): Buffer {
   }
 }
 
-/** What stops the broker's TLS files (mqtt.ca, mqtt.cert, mqtt.key) from being read now: one line per file. */
+/**
+ * What stops the broker's TLS files (mqtt.ca, mqtt.cert, mqtt.key) from being used now, one line
+ * per problem: a file that cannot be read, and a client certificate and key that are not a pair.
+ */
 export function brokerTlsProblems(files: { ca?: string | undefined; cert?: string | undefined; key?: string | undefined }): string[] {
   const problems: string[] = [];
-  for (const k of ['ca', 'cert', 'key'] as const) {
-    const path = files[k];
-    if (path === undefined) continue;
+  const attempt = (read: () => unknown): void => {
     try {
-      readTlsFile(path, `mqtt.${k}`);
+      read();
     } catch (err) {
       problems.push(errorMessage(err));
     }
-  }
+  };
+  if (files.ca !== undefined) attempt(() => readTlsFile(files.ca as string, 'mqtt.ca'));
+  const { cert, key } = files;
+  if (cert !== undefined && key !== undefined) attempt(() => readTlsPair({ cert, key }, { cert: 'mqtt.cert', key: 'mqtt.key' }));
   return problems;
 }

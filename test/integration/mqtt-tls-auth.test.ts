@@ -26,6 +26,8 @@ describe.skipIf(!ready)('MQTT over TLS with a username and password', () => {
   let dir: string;
   let broker: ChildProcess;
   let port: number;
+  /** A listener that takes only client certificates the site CA signed. */
+  let certPort: number;
   let sim: Simulator;
 
   beforeAll(async () => {
@@ -35,16 +37,23 @@ describe.skipIf(!ready)('MQTT over TLS with a username and password', () => {
     run('openssl', ['req', '-newkey', 'rsa:2048', '-nodes', '-subj', '/CN=127.0.0.1', '-keyout', 'server.key', '-out', 'server.csr'], dir);
     writeFileSync(join(dir, 'san.ext'), 'subjectAltName=IP:127.0.0.1\n');
     run('openssl', ['x509', '-req', '-in', 'server.csr', '-CA', 'ca.pem', '-CAkey', 'ca.key', '-CAcreateserial', '-days', '2', '-extfile', 'san.ext', '-out', 'server.pem'], dir);
+    // A client certificate the CA signed, and a key that is not its.
+    run('openssl', ['req', '-newkey', 'rsa:2048', '-nodes', '-subj', '/CN=site-agent', '-keyout', 'client.key', '-out', 'client.csr'], dir);
+    run('openssl', ['x509', '-req', '-in', 'client.csr', '-CA', 'ca.pem', '-CAkey', 'ca.key', '-CAcreateserial', '-days', '2', '-out', 'client.pem'], dir);
+    run('openssl', ['genpkey', '-algorithm', 'RSA', '-out', 'other.key'], dir);
     writeFileSync(join(dir, 'passwd'), '');
     run('mosquitto_passwd', ['-b', join(dir, 'passwd'), 'site-agent', 'broker-pass-8642'], dir);
     port = await freePort();
+    certPort = await freePort();
+    const tls = `cafile ${join(dir, 'ca.pem')}\ncertfile ${join(dir, 'server.pem')}\nkeyfile ${join(dir, 'server.key')}\n`;
     writeFileSync(
       join(dir, 'mosquitto.conf'),
-      `listener ${port} 127.0.0.1\nallow_anonymous false\npassword_file ${join(dir, 'passwd')}\ncafile ${join(dir, 'ca.pem')}\ncertfile ${join(dir, 'server.pem')}\nkeyfile ${join(dir, 'server.key')}\npersistence false\n`,
+      `allow_anonymous false\npassword_file ${join(dir, 'passwd')}\npersistence false\nlistener ${port} 127.0.0.1\n${tls}listener ${certPort} 127.0.0.1\n${tls}require_certificate true\n`,
     );
     spawnSync('chmod', ['-R', 'a+rX', dir]);
     broker = spawn(mosquitto as string, ['-c', join(dir, 'mosquitto.conf')], { stdio: 'ignore' });
     await waitForPort(port);
+    await waitForPort(certPort);
     sim = new Simulator({ apiKey: TEST_API_KEY });
     await sim.start();
   });
@@ -113,6 +122,19 @@ describe.skipIf(!ready)('MQTT over TLS with a username and password', () => {
     const check = await runCli(['check', '--config', config]);
     expect(check.code).toBe(78);
     expect(check.stderr).toContain(`mqtt.ca: cannot read ${join(dir, 'absent-ca.pem')} (ENOENT)`);
+  });
+
+  it('names a client key that is not its certificate\'s, in check and in /healthz, and runs on', async () => {
+    const config = join(dir, 'pair.yaml');
+    const [cert, key] = [join(dir, 'client.pem'), join(dir, 'other.key')];
+    writeFileSync(config, `site: {id: x}\nvendor: {baseUrl: "https://x", apiKey: k-1234}\nwebhook: {enabled: false}\nmqtt: {url: "mqtts://127.0.0.1:${certPort}", ca: ${join(dir, 'ca.pem')}, cert: ${cert}, key: ${key}}\n`);
+    const check = await runCli(['check', '--config', config]);
+    expect(check.code).toBe(78);
+    expect(check.stderr).toContain(`mqtt.key: ${key} does not belong to the certificate in ${cert}`);
+    const { agent } = agentWith({ ca: join(dir, 'ca.pem'), cert, key, username: 'site-agent', password: 'broker-pass-8642' });
+    await agent.start();
+    expect(agent.health.get('broker')).toMatchObject({ ok: false, detail: `mqtt.key: ${key} does not belong to the certificate in ${cert}` });
+    await agent.stop();
   });
 
   it('refuses a broker certificate from an unknown CA', async () => {
