@@ -6,7 +6,7 @@ import { errorMessage } from '../platform/errors.js';
 import { redactUrl } from '../config/redact.js';
 import { FLAP_MS, FLAPS_BEFORE_BACKOFF, flapDelay, reconnectDelay, STABLE_MS } from '../core/backoff.js';
 import { connectClient, type BrokerEndpoint } from './client-options.js';
-import { brokerTlsProblems } from '../platform/tls-files.js';
+import { brokerTlsProblems, filesSignature } from '../platform/tls-files.js';
 import { overPacketLimit, PACKET_TOO_LARGE } from './packet-size.js';
 import './lenient-acks.js';
 import { BrokerError, type Broker, type BrokerEvents, type InboundMessage, type PublishOptions, type SubscribeOptions } from './broker.js';
@@ -58,6 +58,12 @@ export class MqttBroker extends EventEmitter<BrokerEvents> implements Broker {
   private serverMaximumPacketSize: number | undefined;
   private attempted: Promise<void> = new Promise(() => undefined);
   private reconnectTimer: Timer | null = null;
+  /** Clients ended for one made with renewed TLS files. */
+  private readonly replaced = new WeakSet<MqttClient>();
+  /** The TLS files the client was made with (filesSignature): a change is a renewal. */
+  private filesSeen = '';
+  /** Why changed TLS files were not taken, as last said. */
+  private renewProblem = '';
   /** Set while a TLS file cannot be read: the next try (waitForFiles). */
   private filesTimer: Timer | null = null;
   private attempt = 0;
@@ -102,6 +108,7 @@ export class MqttBroker extends EventEmitter<BrokerEvents> implements Broker {
       this.waitForFiles(problems.join('; '));
       return;
     }
+    this.filesSeen = this.filesNow();
     this.client = client;
     this.attempted = new Promise((resolve) => {
       for (const event of ['connect', 'error', 'close', 'offline'] as const) client.once(event, () => resolve());
@@ -166,6 +173,8 @@ export class MqttBroker extends EventEmitter<BrokerEvents> implements Broker {
   }
 
   private onClose(client: MqttClient): void {
+    // A client replaced by one with renewed files is ended quietly: its close was told already.
+    if (this.replaced.has(client)) return;
     // Every publish still waiting for its PUBACK is settled now, so mqtt.js re-sends nothing.
     const outgoing = (client as unknown as { outgoing: PendingAcks }).outgoing;
     for (const id of Object.keys(outgoing)) {
@@ -182,8 +191,39 @@ export class MqttBroker extends EventEmitter<BrokerEvents> implements Broker {
     this.opts.logger.debug({ broker: this.description, delayMs: delay }, 'broker offline, reconnecting');
     this.reconnectTimer = this.opts.clock.setTimeout(() => {
       this.reconnectTimer = null;
-      if (!this.ending && this.client === client) client.reconnect();
+      if (this.ending || this.client !== client) return;
+      if (!this.renewFiles(client)) client.reconnect();
     }, delay);
+  }
+
+  private filesNow(): string {
+    return filesSignature([this.opts.ca, this.opts.cert, this.opts.key]);
+  }
+
+  /**
+   * TLS files replaced since this client read them (a renewed client certificate, the broker's
+   * new CA): a client made with the new ones takes its place, as a renewal needs no restart. New
+   * files that do not load (a key copied before its certificate) are said once, and the ones
+   * loaded before serve on until the files change again. False when this client reconnects.
+   */
+  private renewFiles(client: MqttClient): boolean {
+    const now = this.filesNow();
+    if (now === this.filesSeen) return false;
+    const problems = brokerTlsProblems(this.opts);
+    if (problems.length > 0) {
+      // Said once per problem, though asked at every reconnect (a few a second at first).
+      const text = problems.join('; ');
+      if (text !== this.renewProblem) this.opts.logger.warn({ broker: this.description, err: text }, 'broker TLS files changed, but cannot be used; connecting with the ones loaded before');
+      this.renewProblem = text;
+      return false;
+    }
+    this.renewProblem = '';
+    this.opts.logger.info({ broker: this.description }, 'broker TLS files changed; connecting with the new ones');
+    this.replaced.add(client);
+    this.client = null;
+    client.end(true);
+    this.connect();
+    return true;
   }
 
   /**

@@ -46,7 +46,13 @@ export function readTlsPair(files: TlsFiles, keys: { cert: string; key: string }
 
 /** What changes when either file is replaced or rewritten: a renewal shows up here. */
 export function tlsFilesSignature(files: TlsFiles): string {
-  const sig = (file: string): string => {
+  return filesSignature([files.cert, files.key]);
+}
+
+/** What changes when any of these files is replaced, rewritten, or given other permissions. */
+export function filesSignature(paths: readonly (string | undefined)[]): string {
+  const sig = (file: string | undefined): string => {
+    if (file === undefined) return '';
     try {
       const s = statSync(file);
       // ctime too: a chmod or chown that makes the key readable changes nothing else.
@@ -55,7 +61,7 @@ export function tlsFilesSignature(files: TlsFiles): string {
       return errorCode(err) ?? 'error';
     }
   };
-  return `${sig(files.cert)}|${sig(files.key)}`;
+  return paths.map(sig).join('|');
 }
 
 /** A TLS file read whole, or TLS_FILES_INVALID naming its config key. */

@@ -37,9 +37,10 @@ describe.skipIf(!ready)('MQTT over TLS with a username and password', () => {
     run('openssl', ['req', '-newkey', 'rsa:2048', '-nodes', '-subj', '/CN=127.0.0.1', '-keyout', 'server.key', '-out', 'server.csr'], dir);
     writeFileSync(join(dir, 'san.ext'), 'subjectAltName=IP:127.0.0.1\n');
     run('openssl', ['x509', '-req', '-in', 'server.csr', '-CA', 'ca.pem', '-CAkey', 'ca.key', '-CAcreateserial', '-days', '2', '-extfile', 'san.ext', '-out', 'server.pem'], dir);
-    // A client certificate the CA signed, and a key that is not its.
+    // Client certificates: one the CA signed, one it did not (self-signed), and a key of neither.
     run('openssl', ['req', '-newkey', 'rsa:2048', '-nodes', '-subj', '/CN=site-agent', '-keyout', 'client.key', '-out', 'client.csr'], dir);
     run('openssl', ['x509', '-req', '-in', 'client.csr', '-CA', 'ca.pem', '-CAkey', 'ca.key', '-CAcreateserial', '-days', '2', '-out', 'client.pem'], dir);
+    run('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-days', '2', '-subj', '/CN=site-agent', '-keyout', 'stranger.key', '-out', 'stranger.pem'], dir);
     run('openssl', ['genpkey', '-algorithm', 'RSA', '-out', 'other.key'], dir);
     writeFileSync(join(dir, 'passwd'), '');
     run('mosquitto_passwd', ['-b', join(dir, 'passwd'), 'site-agent', 'broker-pass-8642'], dir);
@@ -135,6 +136,35 @@ describe.skipIf(!ready)('MQTT over TLS with a username and password', () => {
     await agent.start();
     expect(agent.health.get('broker')).toMatchObject({ ok: false, detail: `mqtt.key: ${key} does not belong to the certificate in ${cert}` });
     await agent.stop();
+  });
+
+  it('takes a renewed client certificate at its next reconnect, without a restart', async () => {
+    // The box's certificate is one the broker does not take (here: not the site CA's; in the
+    // field, one that has expired). Its renewal is copied over it while the agent keeps retrying.
+    const [cert, key] = [join(dir, 'renewed.pem'), join(dir, 'renewed.key')];
+    copyFileSync(join(dir, 'stranger.pem'), cert);
+    copyFileSync(join(dir, 'stranger.key'), key);
+    const log = memoryLogger('info', ['broker-pass-8642']);
+    const broker = new MqttBroker({ url: `mqtts://127.0.0.1:${certPort}`, ca: join(dir, 'ca.pem'), cert, key, username: 'site-agent', password: 'broker-pass-8642', rejectUnauthorized: true, protocolVersion: 5, clientId: 'renewed', keepaliveSeconds: 30, reconnectSeconds: 1, will: { topic: 'renewed/state', payload: 'offline' }, clock: systemClock, logger: log.logger });
+    broker.connect();
+    await waitFor(() => log.lines.find((l) => l.msg === 'broker connection error'), 'the broker refusing the certificate');
+    expect(broker.connected).toBe(false);
+    // A half-done copy first: the new certificate beside the old key. Not taken, said once.
+    let closes = 0;
+    broker.on('close', () => (closes += 1));
+    copyFileSync(join(dir, 'client.pem'), cert);
+    await waitFor(() => log.lines.find((l) => /^broker TLS files changed, but cannot be used/.test(l.msg)), 'the half-done copy noticed');
+    const seen = closes;
+    await waitFor(() => closes >= seen + 3, 'three more attempts with the files loaded before');
+    expect(broker.connected).toBe(false);
+    // Each said once, however many attempts.
+    expect(log.lines.filter((l) => /^broker TLS files changed, but cannot be used/.test(l.msg))).toHaveLength(1);
+    expect(log.lines.filter((l) => l.msg === 'broker connection error')).toHaveLength(1);
+    copyFileSync(join(dir, 'client.key'), key);
+    await waitFor(() => broker.connected, 'the connection with the renewed certificate');
+    expect(log.lines.filter((l) => l.msg === 'broker TLS files changed; connecting with the new ones')).toHaveLength(1);
+    await broker.publish('renewed/state', 'online', { qos: 1 });
+    await broker.end(1_000);
   });
 
   it('refuses a broker certificate from an unknown CA', async () => {
