@@ -1,10 +1,10 @@
 import { chmodSync, chownSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { PACKAGED_UNIT, serviceIdentity, unitSettings, type ServiceIdentity } from '../../agent/cli/commands/service-identity.js';
 import { kernelProbe, unreadableBy, type Probe } from '../../agent/cli/commands/service-user-access.js';
-import { serviceFilesCheck } from '../../agent/cli/commands/doctor.js';
+import { serviceDatabaseCheck, serviceFilesCheck } from '../../agent/cli/commands/doctor.js';
 import { parseConfig } from '../../agent/config/load.js';
 import { describeWith } from '../helpers/tools.js';
 
@@ -19,7 +19,16 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 // Ids no account on this machine has: the kernel needs none to exist.
 const SSL_CERT = 64_101;
-const service = (groups: number[] = [], hidden: ServiceIdentity['hidden'] = []): ServiceIdentity => ({ name: 'chair-agent', uid: 64_100, gid: 64_100, groups, hidden });
+const service = (groups: number[] = [], hidden: ServiceIdentity['hidden'] = [], writable: string[] | null = null, stateDirectories: string[] = []): ServiceIdentity => ({
+  name: 'chair-agent',
+  uid: 64_100,
+  gid: 64_100,
+  groups,
+  hidden,
+  writable,
+  stateDirectories,
+  readOnlyBy: 'ProtectSystem=strict',
+});
 const modeBitsOnly: Probe = () => 'unknown';
 
 describeWith('root', 'a file as the service reads it', () => {
@@ -107,6 +116,44 @@ describeWith('root', '`doctor`: the files the service reads at start', () => {
   });
 });
 
+describeWith('root', '`doctor`: the database where the service writes it', () => {
+  // A USB disk mounted at /data for the SD card's sake: root writes there, the service does not,
+  // and it fails at every start until the crash guard stops it.
+  const place = (name: string): { data: string; db: string } => {
+    const data = join(mkdtempSync(join(dir, `${name}-`)), 'data');
+    chmodSync(dirname(data), 0o755);
+    mkdirSync(data);
+    chmodSync(data, 0o755);
+    return { data, db: join(data, 'agent.db') };
+  };
+
+  it('fails a database outside what the unit lets the service write, and says how to allow it', () => {
+    const { data, db } = place('strict');
+    chownSync(data, 64_100, 64_100);
+    expect(serviceDatabaseCheck(db, service([], [], ['/var/lib/chair-agent', '/sys/class/gpio']))).toEqual({
+      name: 'database',
+      ok: false,
+      detail: `storage.path ${db}: ${data} is read-only for the service (ProtectSystem=strict: it writes only under /var/lib/chair-agent); the service would fail at every start`,
+      hint: `keep the data in /var/lib/chair-agent (a disk mounted there: README, "Read-only root"), or let the service write ${data}: sudo systemctl edit chair-agent, then [Service] ReadWritePaths=${data}`,
+    });
+    expect(serviceDatabaseCheck(db, service([], [], ['/var/lib/chair-agent', data]))).toBeNull();
+  });
+
+  it('fails a directory, or a database file, root made and the service cannot write', () => {
+    const { data, db } = place('owner');
+    expect(serviceDatabaseCheck(db, service())).toMatchObject({ ok: false, detail: `storage.path ${db}: ${data} is not writable by chair-agent; the service would fail at every start`, hint: `sudo chown -R chair-agent: ${data}` });
+    chownSync(data, 64_100, 64_100);
+    expect(serviceDatabaseCheck(db, service())).toBeNull();
+    writeFileSync(db, '', { mode: 0o600 });
+    expect(serviceDatabaseCheck(db, service())).toMatchObject({ ok: false, detail: `storage.path ${db}: ${db} is not writable by chair-agent; the service would fail at every start` });
+  });
+
+  it('leaves the state directory to systemd, which hands it to the service at each start', () => {
+    const { data, db } = place('state');
+    expect(serviceDatabaseCheck(db, service([], [], [data], [data]))).toBeNull();
+  });
+});
+
 describe('what the service\'s unit hides from it', () => {
   it('names the setting that hides a file under /home or /tmp, though root reads it there', () => {
     const file = join(dir, 'in-home.key');
@@ -131,12 +178,16 @@ describe('who the service runs as', () => {
     expect(who).toMatchObject({ name: 'chair-agent', uid: 998, gid: 997 });
     expect(who?.groups.sort((a, b) => a - b)).toEqual([20, 112, 993]);
     expect(who?.hidden.map((h) => h.dir)).toEqual(['/home', '/root', '/run/user', '/tmp', '/var/tmp']);
+    expect(who?.writable).toEqual(['/var/lib/chair-agent', '/sys/class/gpio', '/sys/devices/platform']);
+    expect(who?.stateDirectories).toEqual(['/var/lib/chair-agent']);
   });
 
   it('follows the unit as installed: its groups, and a sandbox loosened by a drop-in', () => {
-    const who = serviceIdentity({ ...PACKAGED_UNIT, SupplementaryGroups: 'gpio nosuchgroup 4000', ProtectHome: 'read-only', PrivateTmp: 'no' }, { passwd, group });
+    const who = serviceIdentity({ ...PACKAGED_UNIT, SupplementaryGroups: 'gpio nosuchgroup 4000', ProtectHome: 'read-only', PrivateTmp: 'no', ReadWritePaths: '-/sys/class/gpio /data' }, { passwd, group });
     expect(who?.groups.sort((a, b) => a - b)).toEqual([20, 112, 993, 4000]);
     expect(who?.hidden).toEqual([]);
+    expect(who?.writable).toEqual(['/var/lib/chair-agent', '/sys/class/gpio', '/data']);
+    expect(serviceIdentity({ ...PACKAGED_UNIT, ProtectSystem: 'full' }, { passwd, group })?.writable).toBeNull();
   });
 
   it('is nobody where the account does not exist (a developer\'s machine)', () => {
@@ -149,7 +200,7 @@ describe('who the service runs as', () => {
       writeFileSync(path, `#!/bin/sh\nprintf '%s' '${out}'\nexit ${status}\n`, { mode: 0o755 });
       return path;
     };
-    const shown = 'User=chair-agent\nGroup=chair-agent\nSupplementaryGroups=gpio ssl-cert\nProtectHome=yes\nPrivateTmp=yes\nLoadState=loaded\n';
+    const shown = 'User=chair-agent\nGroup=chair-agent\nSupplementaryGroups=gpio ssl-cert\nProtectHome=yes\nPrivateTmp=yes\nProtectSystem=strict\nStateDirectory=chair-agent\nReadWritePaths=-/sys/class/gpio -/sys/devices/platform\nLoadState=loaded\n';
     expect(unitSettings(fake(shown))).toEqual({ ...PACKAGED_UNIT, SupplementaryGroups: 'gpio ssl-cert' });
     expect(unitSettings(fake('LoadState=not-found\nUser=\n'))).toEqual(PACKAGED_UNIT);
     expect(unitSettings(fake('', 1))).toEqual(PACKAGED_UNIT);

@@ -300,7 +300,7 @@ describeWith('openssl', 'the webhook port over HTTPS: `doctor`', () => {
 describeWith('openssl', 'the webhook port over HTTPS: `doctor` and the service\'s user', () => {
   // doctor runs as root, who reads every file; the service runs as another account, here one
   // that shares the files' group, as chair-agent shares the key's in OPERATIONS.md.
-  const service = { name: 'chair-agent', uid: (process.getuid?.() ?? 0) + 4242, gid: process.getgid?.() ?? 0, groups: [], hidden: [] };
+  const service = { name: 'chair-agent', uid: (process.getuid?.() ?? 0) + 4242, gid: process.getgid?.() ?? 0, groups: [], hidden: [], writable: null, stateDirectories: [], readOnlyBy: '' };
   const setUp = (name: string): { config: Config; tls: string; pair: { cert: string; key: string } } => {
     const tls = mkdtempSync(join(dir, `${name}-`));
     const made = makePair(name, 30);

@@ -176,5 +176,23 @@ JS
 else
   ok "webhook.cert: skipped (no openssl on the host to make a certificate)"
 fi
+# 8. The database on a disk of its own, mounted at /data (the SD card's sake). root writes there,
+#    the service does not (ProtectSystem=strict): doctor says so, before the service would fail
+#    at every start. With the drop-in doctor names and /data the service's, it starts and stores.
+install -d -m 0755 -o root -g root /data
+write_config '{channelSecret: systemd-test-secret-0001}'
+printf 'storage: {path: /data/agent.db}\n' >> /etc/chair-agent/config.yaml
+doctor_db() { /opt/chair-agent/bin/chair-agent doctor 2>&1 | grep -A1 'database'; }
+doctor_db | grep -q 'FAIL  database .*/data is read-only for the service (ProtectSystem=strict: it writes only under /var/lib/chair-agent)' || fail "doctor did not see /data read-only for the service: $(doctor_db)"
+chown chair-agent:chair-agent /data
+mkdir -p /etc/systemd/system/chair-agent.service.d
+printf '[Service]\nReadWritePaths=/data\n' > /etc/systemd/system/chair-agent.service.d/data.conf
+systemctl daemon-reload
+# (The VM's root is a tmpfs, which doctor fails for another reason: a power cut empties it.)
+doctor_db | grep -q 'read-only for the service\|not writable by' && fail "doctor did not pass /data for the service with ReadWritePaths=/data: $(doctor_db)"
+doctor_db | grep -q '/data/agent.db does not exist yet; /data is writable' || fail "doctor said nothing of /data: $(doctor_db)"
+systemctl restart chair-agent || fail "the agent did not start with its database in /data: $(journal | tail -5)"
+[ -f /data/agent.db ] || fail "no /data/agent.db"
+ok "storage.path in /data: doctor failed it (ProtectSystem=strict), passed it with ReadWritePaths=/data, and the service ran with it"
 echo "SYSTEMD-TEST PASS"
 systemctl poweroff -ff

@@ -13,7 +13,7 @@ import type { Config } from '../../config/schema.js';
 import { parseVendorTime } from '../../time/vendor-time.js';
 import { errorCode, errorMessage } from '../../platform/errors.js';
 import { readTlsPair } from '../../platform/tls-files.js';
-import { unreadableBy, worldReadable } from './service-user-access.js';
+import { unreadableBy, unwritableBy, worldReadable } from './service-user-access.js';
 import { serviceIdentity, type ServiceIdentity } from './service-identity.js';
 import { findHeaderBase, listChips } from '../../gpio/sysfs-chip.js';
 import { loadGpiodBinding, type GpiodBinding } from '../../gpio/gpiod-binding.js';
@@ -48,10 +48,35 @@ export interface DoctorOptions {
   service?: ServiceIdentity | null;
 }
 
-function databaseCheck(config: Config): CheckLine {
+function databaseCheck(config: Config, service: ServiceIdentity | null): CheckLine {
   const line = databaseAccessCheck(config);
-  const volatile = line.ok ? volatileStorage(config.storage.path) : null;
+  if (!line.ok) return line;
+  // First what would stop the service at every start, then what a power cut would take.
+  const forService = service ? serviceDatabaseCheck(config.storage.path, service) : null;
+  if (forService) return forService;
+  const volatile = volatileStorage(config.storage.path);
   return volatile ? { name: line.name, ok: false, detail: `${line.detail}; but it is on ${volatile.fileSystem}, emptied by a power cut`, hint: volatile.advice } : line;
+}
+
+/**
+ * The database as the service would open it: doctor, as root, writes anywhere, while the service
+ * writes only where its user may and its sandbox lets it. A path out of its reach fails every
+ * start (the crash guard then stops the service), so it is said here.
+ */
+export function serviceDatabaseCheck(path: string, service: ServiceIdentity): CheckLine | null {
+  if (path === ':memory:') return null;
+  const dir = dirname(resolve(path));
+  const problem = unwritableBy(dir, service, undefined, resolve(path));
+  if (!problem) return null;
+  const readOnly = problem.includes('read-only for the service');
+  return {
+    name: 'database',
+    ok: false,
+    detail: `storage.path ${path}: ${problem}; the service would fail at every start`,
+    hint: readOnly
+      ? `keep the data in /var/lib/chair-agent (a disk mounted there: README, "Read-only root"), or let the service write ${dir}: sudo systemctl edit chair-agent, then [Service] ReadWritePaths=${dir}`
+      : `sudo chown -R ${service.name}: ${dir}`,
+  };
 }
 
 function databaseAccessCheck(config: Config): CheckLine {
@@ -419,7 +444,7 @@ export async function runDoctor(config: Config, path: string, options: DoctorOpt
   const service = options.service === undefined ? serviceIdentity() : options.service;
   lines.push(...serviceFilesCheck(config, path, service));
   lines.push(...webhookCertificateCheck(config, Date.now(), service));
-  lines.push(databaseCheck(config));
+  lines.push(databaseCheck(config, service));
   const [vendor, broker] = await Promise.all([vendorChecks(config), brokerCheck(config, options.brokerTimeoutMs ?? 5_000)]);
   lines.push(...vendor, ...broker);
   lines.push(...(await gpioDoctorLines(config, options)));

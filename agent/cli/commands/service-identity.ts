@@ -14,6 +14,15 @@ export interface ServiceIdentity {
   groups: number[];
   /** Directories the unit's sandbox hides from the service, with the setting that does. */
   hidden: { dir: string; by: string }[];
+  /**
+   * Where the sandbox lets the service write, under ProtectSystem=strict (the state directory,
+   * ReadWritePaths=); null where it leaves the file system writable.
+   */
+  writable: string[] | null;
+  /** Its state directories (StateDirectory=): systemd makes them and gives them to the service at each start. */
+  stateDirectories: string[];
+  /** The setting that makes the rest read-only, for the message. */
+  readOnlyBy: string;
 }
 
 /** The unit's settings that decide what the service can read, as `systemctl show` prints them. */
@@ -23,10 +32,22 @@ export interface UnitSettings {
   SupplementaryGroups: string;
   ProtectHome: string;
   PrivateTmp: string;
+  ProtectSystem: string;
+  StateDirectory: string;
+  ReadWritePaths: string;
 }
 
 /** What systemd/chair-agent.service sets: used where systemctl cannot say (no systemd, unit not installed). */
-export const PACKAGED_UNIT: UnitSettings = { User: 'chair-agent', Group: 'chair-agent', SupplementaryGroups: 'gpio', ProtectHome: 'yes', PrivateTmp: 'yes' };
+export const PACKAGED_UNIT: UnitSettings = {
+  User: 'chair-agent',
+  Group: 'chair-agent',
+  SupplementaryGroups: 'gpio',
+  ProtectHome: 'yes',
+  PrivateTmp: 'yes',
+  ProtectSystem: 'strict',
+  StateDirectory: 'chair-agent',
+  ReadWritePaths: '-/sys/class/gpio -/sys/devices/platform',
+};
 
 const UNIT = 'chair-agent.service';
 
@@ -75,7 +96,12 @@ export function serviceIdentity(unit: UnitSettings = unitSettings(), files: Acco
   if (unit.PrivateTmp === 'yes' || unit.PrivateTmp === 'disconnected') {
     for (const dir of ['/tmp', '/var/tmp']) hidden.push({ dir, by: `PrivateTmp=${unit.PrivateTmp}` });
   }
-  return { name: unit.User, uid: Number(account[2]), gid, groups: [...new Set([...member, ...extra])].filter((g) => g !== gid), hidden };
+  // Under strict, only these are writable ("-" marks a path that may be absent, "+" one taken
+  // from the root directory of a RootDirectory=, which this unit has none of).
+  const stateDirectories = unit.StateDirectory.split(/\s+/).filter(Boolean).map((d) => `/var/lib/${d}`);
+  const writable = unit.ProtectSystem === 'strict' ? [...stateDirectories, ...unit.ReadWritePaths.split(/\s+/).filter(Boolean).map((p) => p.replace(/^[-+]+/, ''))] : null;
+  const groupsBeyond = [...new Set([...member, ...extra])].filter((g) => g !== gid);
+  return { name: unit.User, uid: Number(account[2]), gid, groups: groupsBeyond, hidden, writable, stateDirectories, readOnlyBy: `ProtectSystem=${unit.ProtectSystem}` };
 }
 
 /** A colon-separated account file's rows, or none where it cannot be read. */

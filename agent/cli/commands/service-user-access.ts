@@ -1,10 +1,12 @@
 import { spawnSync } from 'node:child_process';
-import { realpathSync, statSync } from 'node:fs';
+import { existsSync, realpathSync, statSync } from 'node:fs';
 import { dirname } from 'node:path';
 import type { ServiceIdentity } from './service-identity.js';
 
 /** Whether the service could open a path: asked of the kernel as its account, or 'unknown'. */
-export type Probe = (who: ServiceIdentity, test: '-r' | '-x', path: string) => boolean | 'unknown';
+export type Probe = (who: ServiceIdentity, test: Test, path: string) => boolean | 'unknown';
+
+type Test = '-r' | '-w' | '-x';
 
 /**
  * Asks the kernel, which also applies ACLs: `test` run by setpriv (util-linux, on every Debian)
@@ -22,7 +24,7 @@ export const kernelProbe: Probe = (who, test, path) => {
 
 /** The mode bits' answer, by owner, then the primary and supplementary groups, then others. */
 const modeProbe: Probe = (who, test, path) => {
-  const bit = test === '-r' ? 4 : 1;
+  const bit = test === '-r' ? 4 : test === '-w' ? 2 : 1;
   let st;
   try {
     st = statSync(path);
@@ -47,28 +49,74 @@ export function unreadableBy(path: string, who: ServiceIdentity, probe: Probe = 
   } catch {
     return null;
   }
-  for (const p of new Set([path, real])) {
-    const hid = who.hidden.find((h) => p === h.dir || p.startsWith(`${h.dir}/`));
-    if (hid) return `${p} is under ${hid.dir}, which the service's unit hides from it (${hid.by})`;
-  }
-  const ask = (test: '-r' | '-x', p: string): boolean | 'unknown' => {
-    const answer = probe(who, test, p);
-    return answer === 'unknown' ? modeProbe(who, test, p) : answer;
-  };
+  const paths = [...new Set([path, real])];
+  const hidden = hiddenFrom(paths, who);
+  if (hidden) return hidden;
   // The kernel's yes settles it; the mode bits of the file alone do not (a directory above may be closed).
   const file = probe(who, '-r', path);
   if (file === true) return null;
-  // Which directory stops it, from the top: the path as written, then where its links lead.
-  for (const p of new Set([path, real])) {
+  const closed = closedAbove(paths, who, probe);
+  if (closed) return closed;
+  return (file === 'unknown' ? modeProbe(who, '-r', path) : file) === false ? `${path} is not readable by ${who.name}` : null;
+}
+
+/**
+ * Why the service could not create and write a file in `dir` (the database, its WAL and its
+ * shared-memory file beside it) and write `file` there when it exists, or null when it can. Beside the permissions, the unit's sandbox:
+ * under ProtectSystem=strict everything is read-only for the service but its state directory
+ * and ReadWritePaths=, though root writes there. Its state directory systemd makes and hands to
+ * the service at each start, whatever it holds now.
+ */
+export function unwritableBy(dir: string, who: ServiceIdentity, probe: Probe = kernelProbe, file?: string): string | null {
+  let real: string;
+  try {
+    real = realpathSync(dir);
+  } catch {
+    return null;
+  }
+  const paths = [...new Set([dir, real])];
+  const hidden = hiddenFrom(paths, who);
+  if (hidden) return hidden;
+  const under = (p: string, d: string): boolean => p === d || p.startsWith(`${d}/`);
+  if (who.writable && !who.writable.some((w) => under(real, w))) {
+    return `${dir} is read-only for the service (${who.readOnlyBy}: it writes only under ${who.writable.filter((w) => !w.startsWith('/sys/')).join(', ')})`;
+  }
+  if (who.stateDirectories.some((d) => under(real, d))) return null;
+  const answer = probe(who, '-w', real);
+  if (answer === true) {
+    // A database file root made (a command run with sudo before the first start) is not the service's either.
+    const f = file && existsSync(file) ? probe(who, '-w', file) : true;
+    return (f === 'unknown' ? modeProbe(who, '-w', file as string) : f) === false ? `${file} is not writable by ${who.name}` : null;
+  }
+  const closed = closedAbove([real, dir].map((p) => `${p}/x`), who, probe);
+  if (closed) return closed;
+  return (answer === 'unknown' ? modeProbe(who, '-w', real) : answer) === false ? `${dir} is not writable by ${who.name}` : null;
+}
+
+function hiddenFrom(paths: readonly string[], who: ServiceIdentity): string | null {
+  for (const p of paths) {
+    const hid = who.hidden.find((h) => p === h.dir || p.startsWith(`${h.dir}/`));
+    if (hid) return `${p} is under ${hid.dir}, which the service's unit hides from it (${hid.by})`;
+  }
+  return null;
+}
+
+/** The first directory, from the top, that the service cannot pass through on the way to each path. */
+function closedAbove(paths: readonly string[], who: ServiceIdentity, probe: Probe): string | null {
+  const ask = (p: string): boolean | 'unknown' => {
+    const answer = probe(who, '-x', p);
+    return answer === 'unknown' ? modeProbe(who, '-x', p) : answer;
+  };
+  for (const p of paths) {
     const above: string[] = [];
     for (let dir = dirname(p); ; dir = dirname(dir)) {
       above.unshift(dir);
       if (dir === dirname(dir)) break;
     }
-    const closed = above.find((dir) => ask('-x', dir) === false);
+    const closed = above.find((dir) => ask(dir) === false);
     if (closed) return `${closed} is not searchable by ${who.name}`;
   }
-  return (file === 'unknown' ? modeProbe(who, '-r', path) : file) === false ? `${path} is not readable by ${who.name}` : null;
+  return null;
 }
 
 /** Whether every account on the box can read the file. */
