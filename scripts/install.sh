@@ -21,6 +21,7 @@ MODE=install
 START=yes
 UNIT=/etc/systemd/system/chair-agent.service
 WRAPPER=/usr/local/bin/chair-agent
+UDEV_RULE=/etc/udev/rules.d/60-chair-agent-gpio.rules
 
 say() { printf 'install: %s\n' "$*"; }
 die() { printf 'install: error: %s\n' "$*" >&2; exit 1; }
@@ -164,6 +165,9 @@ install_unit() {
   install -m 0644 "$SRC/systemd/chair-agent.service" "$(R "$UNIT")"
   enable_unit
   say "installed and enabled $UNIT"
+  mkdir -p "$(R /etc/udev/rules.d)"
+  install -m 0644 "$SRC/systemd/60-chair-agent-gpio.rules" "$(R "$UDEV_RULE")"
+  apply_gpio_rule
 }
 
 uninstall() {
@@ -172,7 +176,7 @@ uninstall() {
   elif systemd_running; then
     systemctl disable --now chair-agent.service >/dev/null 2>&1 || true
   fi
-  rm -f "$(R "$UNIT")" "$(R "$WRAPPER")"
+  rm -f "$(R "$UNIT")" "$(R "$WRAPPER")" "$(R "$UDEV_RULE")"
   rm -rf "$(R "$APP")" "$(R "$APP").new" "$(R "$APP").old"
   if systemd_running; then systemctl daemon-reload; fi
   say "removed the service and the code"

@@ -418,6 +418,7 @@ async function checkDeb(suite) {
     expect(mode('etc/chair-agent/credentials') === '700 0:0' && mode('etc/chair-agent/credentials/vendor-api-key') === '600 0:0', 'credentials: root only (0700, files 0600)');
     expect(mode('var/lib/chair-agent') === `750 ${svc.uid}:${svc.gid}`, '/var/lib/chair-agent belongs to the service user');
     expect(present('usr/lib/systemd/system/chair-agent.service') && present('etc/systemd/system/multi-user.target.wants/chair-agent.service'), 'the unit is installed and enabled');
+    expect(present('usr/lib/udev/rules.d/60-chair-agent-gpio.rules'), 'the GPIO udev rule is installed (/dev/gpiochip* to group gpio)');
     const ver = inRoot(['chair-agent', '--version']);
     expect(ver.code === 0 && ver.stdout.trim() === VERSION, `/usr/bin/chair-agent runs on the bundled runtime and prints this build's version (${ver.stdout.trim()})`, ver.out);
 
@@ -467,7 +468,7 @@ async function checkDeb(suite) {
     mkdirSync(join(root, 'opt'), { recursive: true });
     expect(sh('tar', ['-xzf', tarball, '-C', join(root, 'opt')]).code === 0, 'the amd64 tarball unpacks in /opt');
     const setup = inRoot(['/opt/chair-agent/lib/setup.sh']);
-    expect(setup.code === 0 && ids() !== null && present('etc/systemd/system/chair-agent.service') && present('usr/local/bin/chair-agent') && mode('etc/chair-agent/config.yaml') === `640 0:${ids().gid}`, 'lib/setup.sh sets up user, config, credentials, unit and /usr/local/bin/chair-agent', setup.out);
+    expect(setup.code === 0 && ids() !== null && present('etc/systemd/system/chair-agent.service') && present('etc/udev/rules.d/60-chair-agent-gpio.rules') && present('usr/local/bin/chair-agent') && mode('etc/chair-agent/config.yaml') === `640 0:${ids().gid}`, 'lib/setup.sh sets up user, config, credentials, unit, the GPIO udev rule and /usr/local/bin/chair-agent', setup.out);
     expect(inRoot(['chair-agent', '--version']).stdout.trim() === VERSION, 'the tarball install runs');
 
     const arm = join(PKG, `chair-agent_${VERSION}_arm64.deb`);

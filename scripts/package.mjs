@@ -248,6 +248,8 @@ function packageTarget(t, epoch) {
   symlinkSync('/opt/chair-agent/bin/chair-agent', join(debRoot, 'usr', 'bin', 'chair-agent'));
   mkdirSync(join(debRoot, 'usr', 'lib', 'systemd', 'system'), { recursive: true });
   copyFileSync(join(ROOT, 'systemd', 'chair-agent.service'), join(debRoot, 'usr', 'lib', 'systemd', 'system', 'chair-agent.service'));
+  mkdirSync(join(debRoot, 'usr', 'lib', 'udev', 'rules.d'), { recursive: true });
+  copyFileSync(join(ROOT, 'systemd', '60-chair-agent-gpio.rules'), join(debRoot, 'usr', 'lib', 'udev', 'rules.d', '60-chair-agent-gpio.rules'));
   // No file under /etc: the postinst writes /etc/chair-agent/config.yaml from the example when
   // there is none, so the site's edits are never a conffile prompt.
   const doc = join(debRoot, 'usr', 'share', 'doc', 'chair-agent');

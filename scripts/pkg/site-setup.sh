@@ -46,6 +46,15 @@ ensure_user() {
   SVC_GID=$(awk -F: -v u="$SERVICE_USER" '$1==u {print $4}' "$(R /etc/passwd)")
 }
 
+# The udev rule that gives /dev/gpiochip* to group gpio (systemd/60-chair-agent-gpio.rules), applied
+# to the chips present now: without it the service could open no GPIO line until the next boot.
+apply_gpio_rule() {
+  [ -z "${ROOT:-}" ] && command -v udevadm >/dev/null 2>&1 || return 0
+  [ -d /run/udev ] || return 0
+  udevadm control --reload-rules >/dev/null 2>&1 || true
+  udevadm trigger --settle --subsystem-match=gpio >/dev/null 2>&1 || true
+}
+
 ensure_dirs() {
   install -d -m 0750 -o 0 -g "$SVC_GID" "$(R "$ETC")"
   if [ -f "$(R "$ETC/config.yaml")" ]; then

@@ -74,6 +74,9 @@ describeWith('root', 'scripts/install.sh into a staging root', () => {
     expect(readFileSync(join(stage, 'etc/chair-agent/credentials/vendor-api-key'), 'utf8')).toBe('vendor-key-from-env');
     expect(owner(join(stage, 'var/lib/chair-agent'))).toBe(`750 ${svc?.uid}:${svc?.gid}`);
     expect(readlinkSync(join(stage, 'usr/local/bin/chair-agent'))).toBe('/opt/chair-agent/bin/chair-agent');
+    // Debian and Ubuntu leave /dev/gpiochip* root's: the rule gives the chips to group gpio.
+    expect(owner(join(stage, 'etc/udev/rules.d/60-chair-agent-gpio.rules'))).toBe('644 0:0');
+    expect(readFileSync(join(stage, 'etc/udev/rules.d/60-chair-agent-gpio.rules'), 'utf8')).toContain('SUBSYSTEM=="gpio", KERNEL=="gpiochip*", GROUP="gpio", MODE="0660"');
 
     // The tree the .deb installs: its own pinned runtime, production dependencies only, and the
     // launcher runs the agent on that runtime whatever Node the system has.
@@ -143,6 +146,7 @@ describeWith('root', 'scripts/install.sh into a staging root', () => {
     expect(existsSync(join(stage, 'opt/chair-agent'))).toBe(false);
     expect(existsSync(join(stage, 'etc/systemd/system/chair-agent.service'))).toBe(false);
     expect(existsSync(join(stage, 'etc/systemd/system/multi-user.target.wants/chair-agent.service'))).toBe(false);
+    expect(existsSync(join(stage, 'etc/udev/rules.d/60-chair-agent-gpio.rules'))).toBe(false);
     expect(readFileSync(join(stage, 'var/lib/chair-agent/agent.db'), 'utf8')).toBe('data');
     expect(existsSync(join(stage, 'etc/chair-agent/config.yaml'))).toBe(true);
     const purge = install(stage, ['--purge']);
