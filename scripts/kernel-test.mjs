@@ -33,13 +33,16 @@ function run(cmd, args, opts = {}) {
 const inRoot = (script) => run('chroot', [BUILD_ROOT, 'sh', '-c', script], { env: { PATH: '/usr/sbin:/usr/bin:/sbin:/bin', HOME: '/root', LANG: 'C.UTF-8', DEBIAN_FRONTEND: 'noninteractive' } });
 const have = (cmd) => spawnSync('sh', ['-c', `command -v ${cmd}`], { stdio: 'ignore' }).status === 0;
 
-/** Debian 13 with its kernel headers, compiler and kmod: where gpio-sim is built. Cached. */
+/**
+ * Debian 13 with its kernel headers, compiler and kmod: where gpio-sim is built. Cached. With udev,
+ * as every installed system has it: the systemd check sees what Debian's rules make of a GPIO chip.
+ */
 function buildRoot() {
-  if (existsSync(join(BUILD_ROOT, '.ready'))) return;
+  if (existsSync(join(BUILD_ROOT, '.ready')) && existsSync(join(BUILD_ROOT, 'usr', 'bin', 'udevadm'))) return;
   rmSync(BUILD_ROOT, { recursive: true, force: true });
   mkdirSync(CACHE, { recursive: true });
   say('debootstrap trixie with its kernel headers (once; cached in dist/kernel-test)');
-  run('debootstrap', ['--variant=minbase', '--include=make,gcc,libc6-dev,kmod,iproute2,xz-utils,linux-headers-amd64,systemd,systemd-sysv,dbus,procps', 'trixie', BUILD_ROOT, MIRROR]);
+  run('debootstrap', ['--variant=minbase', '--include=make,gcc,libc6-dev,kmod,iproute2,xz-utils,linux-headers-amd64,systemd,systemd-sysv,dbus,procps,udev', 'trixie', BUILD_ROOT, MIRROR]);
   cpSync('/etc/resolv.conf', join(BUILD_ROOT, 'etc', 'resolv.conf'));
   writeFileSync(join(BUILD_ROOT, '.ready'), '');
 }

@@ -8,7 +8,7 @@ exec > /dev/ttyS0 2>&1
 fail() { echo "SYSTEMD-TEST FAIL: $*"; journalctl -u chair-agent -o cat --no-pager | tail -20; systemctl poweroff -ff; exit 1; }
 ok() { echo "ok: $*"; }
 journal() { journalctl -u chair-agent -o cat --no-pager; }
-# The config the steps below run with; $1 is its webhook section.
+# The config the steps below run with; $1 is its webhook section, $2 its gpio section (sim by default).
 write_config() {
   cat > /etc/chair-agent/config.yaml <<YAML
 site: {id: systemd-vm}
@@ -16,7 +16,7 @@ vendor: {baseUrl: "http://127.0.0.1:9", apiKey: systemd-test-key-0001}
 webhook: $1
 http: {host: 127.0.0.1, port: 8080}
 mqtt: {url: "mqtt://127.0.0.1:1883"}
-gpio: {driver: sim}
+gpio: ${2:-"{driver: sim}"}
 YAML
 }
 echo "systemd $(systemctl --version | head -1 | cut -d' ' -f2)"
@@ -194,5 +194,31 @@ doctor_db | grep -q '/data/agent.db does not exist yet; /data is writable' || fa
 systemctl restart chair-agent || fail "the agent did not start with its database in /data: $(journal | tail -5)"
 [ -f /data/agent.db ] || fail "no /data/agent.db"
 ok "storage.path in /data: doctor failed it (ProtectSystem=strict), passed it with ReadWritePaths=/data, and the service ran with it"
+# 9. The buttons and LEDs on the GPIO character device, under the packaged unit. Debian's udev
+#    leaves a GPIO chip root's (0600), where the service (user chair-agent, group gpio) cannot
+#    open it: doctor, run as root, says so. setup.sh's udev rule gives the chip to group gpio, as
+#    Raspberry Pi OS's own rules do; then the service drives its lines.
+modprobe gpio-sim || fail "modprobe gpio-sim"
+mountpoint -q /sys/kernel/config || mount -t configfs configfs /sys/kernel/config
+sim=/sys/kernel/config/gpio-sim/pi
+mkdir $sim $sim/bank0 && echo 28 > $sim/bank0/num_lines && echo pinctrl-rp1 > $sim/bank0/label || fail "gpio-sim chip"
+i=0
+while [ $i -lt 28 ]; do mkdir $sim/bank0/line$i && echo GPIO$i > $sim/bank0/line$i/name; i=$((i + 1)); done
+mv /etc/udev/rules.d/60-chair-agent-gpio.rules /root/
+udevadm control --reload-rules
+echo 1 > $sim/live || fail "gpio-sim chip live"
+udevadm settle
+chip=/dev/$(cat $sim/bank0/chip_name)
+[ "$(stat -c '%a %U:%G' "$chip")" = "600 root:root" ] || fail "without the rule $chip is $(stat -c '%a %U:%G' "$chip"), not Debian's 600 root:root"
+write_config '{enabled: false}' '{driver: gpiod, chairs: [{deviceId: MC7001, button: 17, led: 27}]}'
+doctor_gpio() { /opt/chair-agent/bin/chair-agent doctor 2>&1 | grep -A1 'gpio '; }
+doctor_gpio | grep -q "FAIL  gpio .*$chip (mode 0600, owner 0:0) cannot be opened by chair-agent" || fail "doctor did not see $chip closed to the service: $(doctor_gpio)"
+/opt/chair-agent/lib/setup.sh > /tmp/setup2.log 2>&1 || fail "lib/setup.sh again: $(tail -3 /tmp/setup2.log)"
+[ "$(stat -c '%a %G' "$chip")" = "660 gpio" ] || fail "after setup.sh $chip is $(stat -c '%a %G' "$chip"), not 660 gpio"
+doctor_gpio | grep -q 'FAIL' && fail "doctor still fails the GPIO: $(doctor_gpio)"
+systemctl restart chair-agent || fail "the agent did not start on gpiod: $(journal | tail -5)"
+health=$(/opt/chair-agent/runtime/bin/node -e 'fetch("http://127.0.0.1:8080/healthz").then((r) => r.json()).then((h) => console.log(h.checks.gpio.ok, h.checks.gpio.detail))') || fail "no /healthz"
+case "$health" in true*) ;; *) fail "the service's GPIO is not ok: $health" ;; esac
+ok "GPIO: $chip root's 0600 as Debian leaves it, and doctor said so; setup.sh's udev rule made it 660 gpio, and the service drives its lines ($health)"
 echo "SYSTEMD-TEST PASS"
 systemctl poweroff -ff

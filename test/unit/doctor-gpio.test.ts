@@ -1,3 +1,4 @@
+import { chmodSync, chownSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { formatCheck, gpioDoctorLines } from '../../agent/cli/commands/doctor.js';
@@ -8,6 +9,8 @@ import { ROOT } from '../helpers/cli.js';
 import { testConfig } from '../helpers/config.js';
 import { FakeClock } from '../helpers/fake-clock.js';
 import { FakeGpiod } from '../helpers/fake-gpiod.js';
+import { itWith } from '../helpers/tools.js';
+import type { ServiceIdentity } from '../../agent/cli/commands/service-identity.js';
 
 const BOOT = join(ROOT, 'test', 'fixtures', 'boot', 'config-1wire-spi.txt');
 const config = (chairs: Record<string, unknown>[], extra: Record<string, unknown> = {}) =>
@@ -48,6 +51,30 @@ describe('doctor on the GPIO character device', () => {
     const [line] = await gpioDoctorLines(config([{ deviceId: 'MC7001', button: 17 }]), { gpiod: kernel, devDir: kernel.devDir, bootConfigs: ['/nonexistent'] });
     expect(line).toMatchObject({ ok: false, hint: expect.stringContaining('usermod -aG gpio chair-agent') });
     expect(line?.detail).toContain('permission denied');
+  });
+
+  // Debian and Ubuntu leave /dev/gpiochip* root's (0600); Raspberry Pi OS, and the package's
+  // udev rule elsewhere, give them to group gpio. doctor opens them as root either way.
+  itWith('root', 'fails a chip the service cannot open, as Debian leaves it, and passes it once group gpio has it', async () => {
+    const kernel = new FakeGpiod('pi4b-bookworm.txt', new FakeClock());
+    const chip = join(kernel.devDir, 'gpiochip0');
+    chmodSync(kernel.devDir, 0o755);
+    chmodSync(chip, 0o600);
+    const gpio = 64_993;
+    const service: ServiceIdentity = { name: 'chair-agent', uid: 64_100, gid: 64_100, groups: [gpio], hidden: [], writable: null, stateDirectories: [], readOnlyBy: '' };
+    const check = () => gpioDoctorLines(config([{ deviceId: 'MC7001', button: 17, led: 27 }]), { gpiod: kernel, devDir: kernel.devDir, bootConfigs: ['/nonexistent'], service });
+    const failed = (await check()).filter((l) => !l.ok);
+    expect(failed).toEqual([
+      {
+        name: 'gpio',
+        ok: false,
+        detail: `${chip} (mode 0600, owner 0:0) cannot be opened by chair-agent, the service's user: its buttons and LEDs would not work`,
+        hint: "the package's udev rule (60-chair-agent-gpio.rules) gives /dev/gpiochip* to group gpio: sudo udevadm trigger --subsystem-match=gpio, or reboot; ls -l /dev/gpiochip* shows it",
+      },
+    ]);
+    chownSync(chip, 0, gpio);
+    chmodSync(chip, 0o660);
+    expect((await check()).filter((l) => !l.ok)).toEqual([]);
   });
 
   it('finds the pins of the interfaces enabled in /boot/firmware/config.txt that a button or LED is on', async () => {

@@ -13,7 +13,7 @@ import type { Config } from '../../config/schema.js';
 import { parseVendorTime } from '../../time/vendor-time.js';
 import { errorCode, errorMessage } from '../../platform/errors.js';
 import { readTlsPair } from '../../platform/tls-files.js';
-import { unreadableBy, unwritableBy, worldReadable } from './service-user-access.js';
+import { deviceClosedTo, unreadableBy, unwritableBy, worldReadable } from './service-user-access.js';
 import { serviceIdentity, type ServiceIdentity } from './service-identity.js';
 import { findHeaderBase, listChips } from '../../gpio/sysfs-chip.js';
 import { loadGpiodBinding, type GpiodBinding } from '../../gpio/gpiod-binding.js';
@@ -327,6 +327,16 @@ async function gpiodChecks(config: Config, options: DoctorOptions): Promise<Chec
       });
     }
   }
+  // Root opened the chips above; the service opens them as chair-agent (group gpio), which only
+  // a udev rule makes possible where the distribution leaves them root's (Debian, Ubuntu).
+  const service = options.service;
+  const used = [...new Set(configuredLines(config).map((l) => driver.resolve(l.bcm)?.chip.path).filter((p): p is string => p !== undefined))];
+  for (const path of service ? used : []) {
+    const closed = deviceClosedTo(path, service as ServiceIdentity);
+    if (closed) {
+      out.push({ name, ok: false, detail: `${closed}, the service's user: its buttons and LEDs would not work`, hint: 'the package\'s udev rule (60-chair-agent-gpio.rules) gives /dev/gpiochip* to group gpio: sudo udevadm trigger --subsystem-match=gpio, or reboot; ls -l /dev/gpiochip* shows it' });
+    }
+  }
   return out;
 }
 
@@ -447,7 +457,7 @@ export async function runDoctor(config: Config, path: string, options: DoctorOpt
   lines.push(databaseCheck(config, service));
   const [vendor, broker] = await Promise.all([vendorChecks(config), brokerCheck(config, options.brokerTimeoutMs ?? 5_000)]);
   lines.push(...vendor, ...broker);
-  lines.push(...(await gpioDoctorLines(config, options)));
+  lines.push(...(await gpioDoctorLines(config, { ...options, service })));
   return lines;
 }
 

@@ -93,6 +93,20 @@ export function unwritableBy(dir: string, who: ServiceIdentity, probe: Probe = k
   return (answer === 'unknown' ? modeProbe(who, '-w', real) : answer) === false ? `${dir} is not writable by ${who.name}` : null;
 }
 
+/**
+ * Why the service could not open a device node for reading and writing (a GPIO chip), or null.
+ * Its mode and owner go in the answer: that is what tells a udev rule's work from its absence.
+ */
+export function deviceClosedTo(path: string, who: ServiceIdentity, probe: Probe = kernelProbe): string | null {
+  for (const test of ['-r', '-w'] as const) {
+    const answer = probe(who, test, path);
+    if ((answer === 'unknown' ? modeProbe(who, test, path) : answer) !== false) continue;
+    const st = statSync(path);
+    return `${path} (mode ${(st.mode & 0o777).toString(8).padStart(4, '0')}, owner ${st.uid}:${st.gid}) cannot be opened by ${who.name}`;
+  }
+  return null;
+}
+
 function hiddenFrom(paths: readonly string[], who: ServiceIdentity): string | null {
   for (const p of paths) {
     const hid = who.hidden.find((h) => p === h.dir || p.startsWith(`${h.dir}/`));
