@@ -43,15 +43,9 @@ const modeProbe: Probe = (who, test, path) => {
  * installer a file is out of the service's reach before the service fails on it.
  */
 export function unreadableBy(path: string, who: ServiceIdentity, probe: Probe = kernelProbe): string | null {
-  let real: string;
-  try {
-    real = realpathSync(path);
-  } catch {
-    return null;
-  }
-  const paths = [...new Set([path, real])];
-  const hidden = hiddenFrom(paths, who);
-  if (hidden) return hidden;
+  const at = locate(path, who);
+  if (typeof at !== 'object' || at === null) return at;
+  const { paths } = at;
   // The kernel's yes settles it; the mode bits of the file alone do not (a directory above may be closed).
   const file = probe(who, '-r', path);
   if (file === true) return null;
@@ -62,21 +56,15 @@ export function unreadableBy(path: string, who: ServiceIdentity, probe: Probe = 
 
 /**
  * Why the service could not create and write a file in `dir` (the database, its WAL and its
- * shared-memory file beside it) and write `file` there when it exists, or null when it can. Beside the permissions, the unit's sandbox:
- * under ProtectSystem=strict everything is read-only for the service but its state directory
- * and ReadWritePaths=, though root writes there. Its state directory systemd makes and hands to
- * the service at each start, whatever it holds now.
+ * shared-memory file beside it) and write `file` there when it exists, or null when it can.
+ * Beside the permissions, the unit's sandbox: under ProtectSystem=strict everything is read-only
+ * for the service but its state directory and ReadWritePaths=, though root writes there. Its
+ * state directory systemd makes and hands to the service at each start, whatever it holds now.
  */
 export function unwritableBy(dir: string, who: ServiceIdentity, probe: Probe = kernelProbe, file?: string): string | null {
-  let real: string;
-  try {
-    real = realpathSync(dir);
-  } catch {
-    return null;
-  }
-  const paths = [...new Set([dir, real])];
-  const hidden = hiddenFrom(paths, who);
-  if (hidden) return hidden;
+  const at = locate(dir, who);
+  if (typeof at !== 'object' || at === null) return at;
+  const { real } = at;
   const under = (p: string, d: string): boolean => p === d || p.startsWith(`${d}/`);
   if (who.writable && !who.writable.some((w) => under(real, w))) {
     return `${dir} is read-only for the service (${who.readOnlyBy}: it writes only under ${who.writable.filter((w) => !w.startsWith('/sys/')).join(', ')})`;
@@ -107,12 +95,23 @@ export function deviceClosedTo(path: string, who: ServiceIdentity, probe: Probe 
   return null;
 }
 
-function hiddenFrom(paths: readonly string[], who: ServiceIdentity): string | null {
+/**
+ * A path as written and where its links lead; null when it is not there (whoever opens it says
+ * so), or why the unit's sandbox hides it from the service.
+ */
+function locate(path: string, who: ServiceIdentity): { real: string; paths: string[] } | string | null {
+  let real: string;
+  try {
+    real = realpathSync(path);
+  } catch {
+    return null;
+  }
+  const paths = [...new Set([path, real])];
   for (const p of paths) {
     const hid = who.hidden.find((h) => p === h.dir || p.startsWith(`${h.dir}/`));
     if (hid) return `${p} is under ${hid.dir}, which the service's unit hides from it (${hid.by})`;
   }
-  return null;
+  return { real, paths };
 }
 
 /** The first directory, from the top, that the service cannot pass through on the way to each path. */
