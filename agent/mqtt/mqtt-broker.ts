@@ -95,8 +95,8 @@ export class MqttBroker extends EventEmitter<BrokerEvents> implements Broker {
   connect(): void {
     if (this.client || this.filesTimer || this.ending) return;
     const o = this.opts;
-    // Read and checked here, so a bad file is named by its key (OpenSSL's words for a client key
-    // that is not its certificate's name neither) and never thrown from inside mqtt.js.
+    // Read and checked here, so a bad file is named by its config key (OpenSSL's "key values
+    // mismatch" names no file) and nothing is thrown from inside mqtt.js.
     const problems = brokerTlsProblems(o);
     let client: MqttClient | null = null;
     try {
