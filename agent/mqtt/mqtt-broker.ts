@@ -8,6 +8,7 @@ import { FLAP_MS, FLAPS_BEFORE_BACKOFF, flapDelay, reconnectDelay, STABLE_MS } f
 import { connectClient, type BrokerEndpoint } from './client-options.js';
 import { brokerTlsProblems, filesSignature } from '../platform/tls-files.js';
 import { overPacketLimit, PACKET_TOO_LARGE } from './packet-size.js';
+import { IDENTIFIER_FIX, isKeepaliveSuspect, keepaliveFix, shorterKeepalive } from './keepalive-refusal.js';
 import './lenient-acks.js';
 import { BrokerError, type Broker, type BrokerEvents, type InboundMessage, type PublishOptions, type SubscribeOptions } from './broker.js';
 
@@ -66,6 +67,17 @@ export class MqttBroker extends EventEmitter<BrokerEvents> implements Broker {
   private renewProblem = '';
   /** Set while a TLS file cannot be read: the next try (waitForFiles). */
   private filesTimer: Timer | null = null;
+  /**
+   * The keepalive the broker accepted after refusing the configured one (MQTT 3.1.1:
+   * keepalive-refusal.ts), kept for the rest of the run; null while the configured one serves.
+   */
+  private keepaliveNow: number | null = null;
+  /** A CONNACK that a shorter keepalive may get past came on this connection. */
+  private keepaliveRefused = false;
+  /** The ladder ran out: the broker refuses the client id itself, so it is not walked again. */
+  private keepaliveExhausted = false;
+  /** The shorter keepalive that was said to be in use. */
+  private keepaliveSaid: number | null = null;
   private attempt = 0;
   private outageSince: number | null = null;
   private ending = false;
@@ -100,7 +112,7 @@ export class MqttBroker extends EventEmitter<BrokerEvents> implements Broker {
     const problems = brokerTlsProblems(o);
     let client: MqttClient | null = null;
     try {
-      if (problems.length === 0) client = connectClient(o, { clientId: o.clientId, keepaliveSeconds: o.keepaliveSeconds, connectTimeoutMs: 10_000, will: o.will });
+      if (problems.length === 0) client = connectClient(o, { clientId: o.clientId, keepaliveSeconds: this.keepaliveNow ?? o.keepaliveSeconds, connectTimeoutMs: 10_000, will: o.will });
     } catch (err) {
       problems.push(errorMessage(err));
     }
@@ -125,6 +137,13 @@ export class MqttBroker extends EventEmitter<BrokerEvents> implements Broker {
       this.serverDisconnect = null;
       this.closeForPublish = false;
       o.logger.info({ broker: this.description }, 'connected to the broker');
+      if (this.keepaliveNow !== null && this.keepaliveNow !== this.keepaliveSaid) {
+        this.keepaliveSaid = this.keepaliveNow;
+        o.logger.warn(
+          { broker: this.description, configured: o.keepaliveSeconds, keepaliveSeconds: this.keepaliveNow, fix: keepaliveFix(o.keepaliveSeconds, this.keepaliveNow) },
+          `the broker refused a keepalive of ${o.keepaliveSeconds} s ("Identifier rejected", as Mosquitto says of one over its max_keepalive) and accepted ${this.keepaliveNow} s, which the agent keeps`,
+        );
+      }
       this.emit('connect');
     });
     client.on('close', () => this.onClose(client));
@@ -140,8 +159,14 @@ export class MqttBroker extends EventEmitter<BrokerEvents> implements Broker {
     });
     client.on('error', (err) => {
       const text = errorMessage(err);
+      const suspect = !client.connected && !this.keepaliveExhausted && isKeepaliveSuspect(err, o.protocolVersion);
+      if (suspect) this.keepaliveRefused = true;
       // The same refusal comes back at every attempt; say it once.
-      if (text !== this.lastError) o.logger.warn({ broker: this.description, err: text }, 'broker connection error');
+      if (text !== this.lastError)
+        o.logger.warn(
+          { broker: this.description, err: text, ...(suspect ? { next: 'an MQTT 3.1.1 keepalive over the broker\'s max_keepalive is refused so too (Mosquitto 2.0.12 and later): trying a shorter one' } : {}) },
+          'broker connection error',
+        );
       this.lastError = text;
       // An error on an open connection (a packet the parser cannot read) leaves the stream
       // mid-packet: close it now rather than at the keepalive. A PUBACK's refusal is not one of
@@ -192,7 +217,7 @@ export class MqttBroker extends EventEmitter<BrokerEvents> implements Broker {
     this.reconnectTimer = this.opts.clock.setTimeout(() => {
       this.reconnectTimer = null;
       if (this.ending || this.client !== client) return;
-      if (!this.renewFiles(client)) client.reconnect();
+      if (!this.renewFiles(client) && !this.shortenKeepalive(client)) client.reconnect();
     }, delay);
   }
 
@@ -219,6 +244,31 @@ export class MqttBroker extends EventEmitter<BrokerEvents> implements Broker {
     }
     this.renewProblem = '';
     this.opts.logger.info({ broker: this.description }, 'broker TLS files changed; connecting with the new ones');
+    return this.replaceClient(client);
+  }
+
+  /**
+   * After a CONNACK that a shorter keepalive may get past, the next attempt is made with the next
+   * shorter one (keepalive-refusal.ts). Refused at the shortest, it is the client id: that is said
+   * once, and the configured keepalive serves again. False when this client reconnects as it is.
+   */
+  private shortenKeepalive(client: MqttClient): boolean {
+    if (!this.keepaliveRefused) return false;
+    this.keepaliveRefused = false;
+    const next = shorterKeepalive(this.keepaliveNow ?? this.opts.keepaliveSeconds);
+    if (next === undefined) {
+      this.keepaliveExhausted = true;
+      this.opts.logger.error({ broker: this.description, clientId: this.opts.clientId, fix: IDENTIFIER_FIX }, 'the broker refuses this client at every keepalive');
+      if (this.keepaliveNow === null) return false;
+      this.keepaliveNow = null;
+    } else {
+      this.keepaliveNow = next;
+    }
+    return this.replaceClient(client);
+  }
+
+  /** A client made anew with what changed (TLS files, the keepalive) takes this one's place. */
+  private replaceClient(client: MqttClient): boolean {
     this.replaced.add(client);
     this.client = null;
     client.end(true);

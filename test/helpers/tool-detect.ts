@@ -9,12 +9,19 @@ import { mosquittoPath } from '../../bench/lib/broker.js';
  * reporter counts into one line at the end of the run ("N tests skipped: install mosquitto to
  * run them"). Nothing fails for a missing tool.
  */
-export type Tool = 'mosquitto' | 'mosquitto clients' | 'curl' | 'prometheus' | 'gpiod addon' | 'systemd' | 'python3' | 'chromium' | 'rabbitmq' | 'root' | 'a Node.js older than 22' | 'prlimit' | 'openssl';
+export type Tool = 'mosquitto' | 'mosquitto 2.0.12 or later' | 'mosquitto clients' | 'curl' | 'prometheus' | 'gpiod addon' | 'systemd' | 'python3' | 'chromium' | 'rabbitmq' | 'root' | 'a Node.js older than 22' | 'prlimit' | 'openssl';
 
 const onPath = (cmd: string): boolean => spawnSync('sh', ['-c', `command -v ${cmd}`], { stdio: 'ignore' }).status === 0;
 
 const detect: Record<Tool, () => boolean> = {
   mosquitto: () => mosquittoPath() !== null,
+  // From 2.0.12 Mosquitto applies max_keepalive to MQTT 3.1.1 clients (Debian 12 has 2.0.11).
+  'mosquitto 2.0.12 or later': () => {
+    const bin = mosquittoPath();
+    const r = bin ? spawnSync(bin, ['-h'], { encoding: 'utf8' }) : null;
+    const v = /mosquitto version (\d+)\.(\d+)\.(\d+)/.exec(`${r?.stdout ?? ''}${r?.stderr ?? ''}`)?.slice(1).map(Number);
+    return v !== undefined && (v[0]! > 2 || (v[0] === 2 && (v[1]! > 0 || v[2]! >= 12)));
+  },
   'mosquitto clients': () => onPath('mosquitto_sub') && onPath('mosquitto_pub'),
   curl: () => onPath('curl'),
   prometheus: () => onPath('prometheus') && onPath('promtool'),

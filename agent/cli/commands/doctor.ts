@@ -3,6 +3,7 @@ import { accessSync, constants, existsSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import type { MqttClient } from 'mqtt';
 import { connectClient } from '../../mqtt/client-options.js';
+import { IDENTIFIER_FIX, isKeepaliveSuspect, keepaliveFix, shorterKeepalive } from '../../mqtt/keepalive-refusal.js';
 import { buttonBias } from '../../gpio/gpio-from-config.js';
 import { vendorFromConfig } from '../../vendor/vendor-from-config.js';
 import { systemClock } from '../../platform/clock.js';
@@ -208,7 +209,12 @@ function refusalLine(info: unknown, config: Config, agentOnline = false): CheckL
   };
 }
 
-function brokerCheck(config: Config, timeoutMs: number): Promise<CheckLine[]> {
+/**
+ * Connects as the agent does, with its keepalive. Refused in a way a shorter keepalive may get
+ * past (MQTT 3.1.1 and a broker's max_keepalive: keepalive-refusal.ts), it tries shorter ones as
+ * the agent does, and says which the broker took.
+ */
+function brokerCheck(config: Config, timeoutMs: number, keepalive = config.mqtt.keepaliveSeconds): Promise<CheckLine[]> {
   const m = config.mqtt;
   const name = 'broker';
   const where = redactUrl(m.url);
@@ -218,14 +224,14 @@ function brokerCheck(config: Config, timeoutMs: number): Promise<CheckLine[]> {
   return new Promise((resolve) => {
     let client: MqttClient;
     try {
-      client = connectClient(m, { clientId: `chair-agent-doctor-${process.pid}`, connectTimeoutMs: timeoutMs });
+      client = connectClient(m, { clientId: `chair-agent-doctor-${process.pid}`, keepaliveSeconds: keepalive, connectTimeoutMs: timeoutMs });
     } catch (err) {
       resolve([{ name, ok: false, detail: `${where}: ${errorMessage(err)}`, hint: 'check mqtt.ca, mqtt.cert and mqtt.key' }]);
       return;
     }
     let done = false;
     let infoTimer: NodeJS.Timeout | undefined;
-    const finish = (lines: CheckLine[]): void => {
+    const finish = (lines: CheckLine[] | Promise<CheckLine[]>): void => {
       if (done) return;
       done = true;
       clearTimeout(timer);
@@ -241,8 +247,12 @@ function brokerCheck(config: Config, timeoutMs: number): Promise<CheckLine[]> {
         ok: true,
         detail: `${where} accepted the connection (MQTT ${v311 ? '3.1.1: a broker cannot refuse a publish in it, so what its ACL or size limit drops is acknowledged and goes unseen; mqtt.protocolVersion: 5 detects it' : '5'})`,
       };
+      const shorter: CheckLine[] =
+        keepalive === m.keepaliveSeconds
+          ? []
+          : [{ name: 'keepalive', ok: false, detail: `the broker refused a keepalive of ${m.keepaliveSeconds} s ("Identifier rejected") and accepted ${keepalive} s: the agent steps down to it by itself, and says so in its log`, hint: keepaliveFix(m.keepaliveSeconds, keepalive) }];
       // The agent's own report, when one runs against this broker (retained, so it comes at once).
-      infoTimer = setTimeout(() => finish([ok, refusalLine(null, config, online)]), 1_500);
+      infoTimer = setTimeout(() => finish([ok, ...shorter, refusalLine(null, config, online)]), 1_500);
       client.on('message', (topic, payload) => {
         if (topic === stateTopic) online = payload.toString().includes('"online"');
         if (topic !== infoTopic) return;
@@ -252,13 +262,21 @@ function brokerCheck(config: Config, timeoutMs: number): Promise<CheckLine[]> {
         } catch {
           // not a report we can read
         }
-        finish([ok, refusalLine(info, config)]);
+        finish([ok, ...shorter, refusalLine(info, config)]);
       });
       client.subscribe([stateTopic, infoTopic], { qos: 0 }, (err) => {
-        if (err) finish([ok, refusalLine(null, config)]);
+        if (err) finish([ok, ...shorter, refusalLine(null, config)]);
       });
     });
-    client.on('error', (err) => finish([{ name, ok: false, detail: `${where}: ${errorMessage(err)}`, hint: brokerHint(errorMessage(err), config) }]));
+    client.on('error', (err) => {
+      if (!isKeepaliveSuspect(err, m.protocolVersion)) {
+        finish([{ name, ok: false, detail: `${where}: ${errorMessage(err)}`, hint: brokerHint(errorMessage(err), config) }]);
+        return;
+      }
+      const next = shorterKeepalive(keepalive);
+      if (next !== undefined) finish(brokerCheck(config, timeoutMs, next));
+      else finish([{ name, ok: false, detail: `${where}: ${errorMessage(err)} at every keepalive from ${m.keepaliveSeconds} s down to ${keepalive} s`, hint: IDENTIFIER_FIX }]);
+    });
     client.on('close', () => finish([{ name, ok: false, detail: `${where}: the connection was closed before the broker accepted it`, hint: brokerHint('closed', config) }]));
   });
 }
