@@ -48,8 +48,8 @@ export interface ClientSession {
   clientId: string;
   keepaliveSeconds?: number;
   connectTimeoutMs: number;
-  /** The agent's will (bridge/state offline); doctor has none. */
-  will?: { topic: string; payload: string } | undefined;
+  /** The agent's will (bridge/state offline), retained unless the broker keeps nothing; doctor has none. */
+  will?: { topic: string; payload: string; retain?: boolean } | undefined;
 }
 
 /**
@@ -77,7 +77,7 @@ export function connectClient(e: BrokerEndpoint, s: ClientSession): MqttClient {
     reschedulePings: false,
     // Publishes awaiting PUBACK without mqtt.js's Map: see PacketStore.
     outgoingStore: new PacketStore(),
-    ...(s.will ? { will: { topic: s.will.topic, payload: Buffer.from(s.will.payload), qos: 1 as const, retain: true } } : {}),
+    ...(s.will ? { will: { topic: s.will.topic, payload: Buffer.from(s.will.payload), qos: 1 as const, retain: s.will.retain ?? true } } : {}),
     ...(e.protocolVersion === 5 ? { properties: { maximumPacketSize: MAX_INCOMING_PACKET_BYTES } } : {}),
   };
   return mqtt.connect(options);

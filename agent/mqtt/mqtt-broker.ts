@@ -32,6 +32,11 @@ type PendingAcks = Record<string, { cmd?: string; cb?: (err?: Error) => void }>;
 /** How often TLS files that could not be read are tried again. */
 const FILES_RETRY_MS = 60_000;
 
+/** MQTT 5's CONNACK reason "Retain not supported": a retained will, to a broker that keeps nothing. */
+const RETAIN_NOT_SUPPORTED = 0x9a;
+/** Connections in a row (MQTT 3.1.1) closed before the broker's CONNACK, before the warning. */
+const SILENT_CLOSES_WARNED = 3;
+
 /** MQTT 5's DISCONNECT reason "Session taken over". */
 const SESSION_TAKEN_OVER = 0x8e;
 const CLIENT_ID_FIX = 'every agent on a broker needs its own client id (mqtt.clientId, by default chair-agent-<site.id>): look for a second box configured as this site, or an old one still running';
@@ -78,6 +83,19 @@ export class MqttBroker extends EventEmitter<BrokerEvents> implements Broker {
   private keepaliveExhausted = false;
   /** The shorter keepalive that was said to be in use. */
   private keepaliveSaid: number | null = null;
+  /**
+   * The broker keeps no retained messages (Mosquitto's retain_available false): it refuses a
+   * retained will at CONNECT and ends the connection at a retained publish. Then the will and
+   * every publish go without retain, so the transactions are delivered and the state is live.
+   */
+  private retainless = false;
+  private retainSaid = false;
+  /** The CONNACK refused the retained will: the next attempt goes without it. */
+  private retainRefused = false;
+  /** An error came on the current attempt (a refusal, ECONNREFUSED, TLS). */
+  private attemptErrored = false;
+  /** Connections in a row that the broker closed before its CONNACK, with no error. */
+  private silentCloses = 0;
   private attempt = 0;
   private outageSince: number | null = null;
   private ending = false;
@@ -112,7 +130,10 @@ export class MqttBroker extends EventEmitter<BrokerEvents> implements Broker {
     const problems = brokerTlsProblems(o);
     let client: MqttClient | null = null;
     try {
-      if (problems.length === 0) client = connectClient(o, { clientId: o.clientId, keepaliveSeconds: this.keepaliveNow ?? o.keepaliveSeconds, connectTimeoutMs: 10_000, will: o.will });
+      if (problems.length === 0) {
+        const will = { ...o.will, retain: !this.retainless };
+        client = connectClient(o, { clientId: o.clientId, keepaliveSeconds: this.keepaliveNow ?? o.keepaliveSeconds, connectTimeoutMs: 10_000, will });
+      }
     } catch (err) {
       problems.push(errorMessage(err));
     }
@@ -122,6 +143,7 @@ export class MqttBroker extends EventEmitter<BrokerEvents> implements Broker {
     }
     this.filesSeen = this.filesNow();
     this.client = client;
+    this.attemptErrored = false;
     this.attempted = new Promise((resolve) => {
       for (const event of ['connect', 'error', 'close', 'offline'] as const) client.once(event, () => resolve());
     });
@@ -134,9 +156,18 @@ export class MqttBroker extends EventEmitter<BrokerEvents> implements Broker {
       this.serverReceiveMaximum = connack.properties?.receiveMaximum ?? 65_535;
       this.serverMaximumPacketSize = connack.properties?.maximumPacketSize;
       this.connectedAt = o.clock.monotonic();
+      this.silentCloses = 0;
       this.serverDisconnect = null;
       this.closeForPublish = false;
       o.logger.info({ broker: this.description }, 'connected to the broker');
+      if (connack.properties?.retainAvailable === false && !this.retainless) this.retainless = true;
+      if (this.retainless && !this.retainSaid) {
+        this.retainSaid = true;
+        o.logger.warn(
+          { broker: this.description, fix: "let the broker keep retained messages (Mosquitto: retain_available true) for a subscriber to see the state as soon as it connects" },
+          'the broker keeps no retained messages: the agent publishes its state, availability and discovery without retain (a subscriber sees each at its next change, Home Assistant at its birth message); transactions are not affected',
+        );
+      }
       if (this.keepaliveNow !== null && this.keepaliveNow !== this.keepaliveSaid) {
         this.keepaliveSaid = this.keepaliveNow;
         o.logger.warn(
@@ -159,8 +190,10 @@ export class MqttBroker extends EventEmitter<BrokerEvents> implements Broker {
     });
     client.on('error', (err) => {
       const text = errorMessage(err);
+      this.attemptErrored = true;
       const suspect = !client.connected && !this.keepaliveExhausted && isKeepaliveSuspect(err, o.protocolVersion);
       if (suspect) this.keepaliveRefused = true;
+      if (!client.connected && !this.retainless && (err as { code?: unknown }).code === RETAIN_NOT_SUPPORTED && o.protocolVersion === 5) this.retainRefused = true;
       // The same refusal comes back at every attempt; say it once.
       if (text !== this.lastError)
         o.logger.warn(
@@ -210,6 +243,7 @@ export class MqttBroker extends EventEmitter<BrokerEvents> implements Broker {
     // Listeners run first: the refusal guard's may say the close was for a publish (flapWait).
     this.emit('close');
     if (this.ending || this.client !== client || this.reconnectTimer) return;
+    if (this.connectedAt === null && !this.attemptErrored) this.closedSilently();
     const now = this.opts.clock.monotonic();
     this.outageSince ??= now;
     const delay = this.flapWait(now) ?? reconnectDelay(this.attempt++, now - this.outageSince, this.opts.reconnectSeconds * 1000, this.opts.random);
@@ -217,7 +251,9 @@ export class MqttBroker extends EventEmitter<BrokerEvents> implements Broker {
     this.reconnectTimer = this.opts.clock.setTimeout(() => {
       this.reconnectTimer = null;
       if (this.ending || this.client !== client) return;
-      if (!this.renewFiles(client) && !this.shortenKeepalive(client)) client.reconnect();
+      if (this.renewFiles(client) || this.shortenKeepalive(client) || this.dropRetain(client)) return;
+      this.attemptErrored = false;
+      client.reconnect();
     }, delay);
   }
 
@@ -267,7 +303,36 @@ export class MqttBroker extends EventEmitter<BrokerEvents> implements Broker {
     return this.replaceClient(client);
   }
 
-  /** A client made anew with what changed (TLS files, the keepalive) takes this one's place. */
+  /** After the CONNACK refused the retained will (MQTT 5), the next attempt goes without retain. */
+  private dropRetain(client: MqttClient): boolean {
+    if (!this.retainRefused) return false;
+    this.retainRefused = false;
+    this.retainless = true;
+    return this.replaceClient(client);
+  }
+
+  /**
+   * A connection the broker closed before its CONNACK, with no error: MQTT 3.1.1 has no way to say
+   * why. Mosquitto does so to a client whose will it does not allow (retain_available false, or
+   * max_qos 0) and when it is at max_connections. Said once, after a few in a row; MQTT 5 names it.
+   */
+  private closedSilently(): void {
+    this.silentCloses += 1;
+    if (this.silentCloses !== SILENT_CLOSES_WARNED) return;
+    const v311 = this.opts.protocolVersion === 4;
+    this.opts.logger.warn(
+      {
+        broker: this.description,
+        attempts: this.silentCloses,
+        fix: v311
+          ? "the broker's log says why: Mosquitto closes a connection so when it does not allow the agent's retained QoS 1 will (retain_available false, max_qos 0) or is at max_connections; with mqtt.protocolVersion: 5 it says which, and the agent does without retain where the broker keeps none"
+          : "the broker's log says why: Mosquitto closes a connection so when it is at max_connections",
+      },
+      'the broker ends the connection, or leaves it unanswered, before accepting it',
+    );
+  }
+
+  /** A client made anew with what changed (TLS files, the keepalive, the will) takes this one's place. */
   private replaceClient(client: MqttClient): boolean {
     this.replaced.add(client);
     this.client = null;
@@ -335,7 +400,7 @@ export class MqttBroker extends EventEmitter<BrokerEvents> implements Broker {
     const limit = this.serverMaximumPacketSize;
     if (limit !== undefined && overPacketLimit(limit, topic, payload, options.qos, props ? 3 + props.correlationData.length : 0))
       return done(new BrokerError('invalid', `larger than the broker's maximum packet size (${limit} bytes)`, PACKET_TOO_LARGE));
-    const retain = options.retain ?? false;
+    const retain = (options.retain ?? false) && !this.retainless;
     const opts = props ? { qos: options.qos, retain, properties: props } : (PLAIN[`${options.qos}-${retain}`] as IClientPublishOptions);
     let answered = false;
     try {

@@ -16,7 +16,7 @@ import { runCli } from '../helpers/cli.js';
 import { TEST_API_KEY, TEST_SECRET } from '../helpers/config.js';
 import { vendorRecord } from '../helpers/records.js';
 import { startRig, type Rig } from '../helpers/rig.js';
-import { Subscriber } from '../helpers/subscriber.js';
+import { retainedOn, Subscriber } from '../helpers/subscriber.js';
 import { describeWith } from '../helpers/tools.js';
 import { nextEvent, waitFor } from '../helpers/wait.js';
 
@@ -253,6 +253,50 @@ describeWith('mosquitto', 'a broker that refuses publishes (Mosquitto: ACL, mess
       const r = await runCli(['doctor', '--config', config]);
       // Its own report is over the limit too: doctor says so rather than "all well".
       expect(r.stdout, r.stdout).toMatch(/FAIL\s+refusals\s+the agent is online \(bridge\/state\) but its retained bridge\/info is not on the broker/);
+    } finally {
+      await rig.close();
+    }
+  });
+
+  it('a broker that keeps no retained messages (retain_available false): connects without retain, state is live, every transaction is delivered', async () => {
+    // MQTT 5: the broker refuses the retained will in its CONNACK (0x9A) and would end the
+    // connection at a retained publish. Before, the agent was refused at every attempt.
+    const site = 'no-retain';
+    const rig = await startRig({ site, broker: { extra: 'retain_available false\n' } });
+    try {
+      await waitFor(() => rig.agent.broker.connected || undefined, 'connected');
+      await transactionsFlow(rig, site, 4);
+      const info = await Subscriber.connect(rig.broker.url, `chair-agent/${site}/bridge/info`);
+      try {
+        rig.agent.bridge.publishInfo();
+        const m = await info.waitFor(() => true, 'bridge/info, live');
+        expect(m.retain).toBe(false);
+      } finally {
+        await info.close();
+      }
+      expect(await retainedOn(rig.broker.url, `chair-agent/${site}/bridge/state`)).toBeNull();
+      expect(connects(rig)).toBe(1);
+      const said = rig.lines.filter((l) => String(l.msg).startsWith('the broker keeps no retained messages'));
+      expect(said).toHaveLength(1);
+      expect(String(said[0]?.['fix'])).toContain('retain_available');
+      expect((await fetch(`${rig.base}/healthz`)).status).toBe(200);
+    } finally {
+      await rig.close();
+    }
+  });
+
+  it('MQTT 3.1.1 and a broker that ends the connection before accepting it: said once, with the likely causes; records wait', async () => {
+    // MQTT 3.1.1 has no way to say a retained will is not allowed: Mosquitto closes the socket.
+    const site = 'no-retain-v4';
+    const rig = await startRig({ site, sections: { mqtt: { protocolVersion: 4 } }, broker: { extra: 'retain_available false\n' } });
+    try {
+      await waitFor(() => rig.lines.some((l) => l.msg === 'the broker ends the connection, or leaves it unanswered, before accepting it'), 'the warning');
+      expect(await webhook(rig.base, vendorRecord({ DeviceId: 'MC7001' }))).toBe(200);
+      for (let i = 0; i < 3; i++) await nextEvent(rig.agent.broker, 'close');
+      const said = rig.lines.filter((l) => l.msg === 'the broker ends the connection, or leaves it unanswered, before accepting it');
+      expect(said).toHaveLength(1);
+      expect(String(said[0]?.['fix'])).toContain('retain_available false');
+      expect(rig.agent.outbox.stats().pending).toBe(1);
     } finally {
       await rig.close();
     }

@@ -51,6 +51,18 @@ describe('chair-agent doctor', () => {
     expect(r.stdout).toMatch(/^ok {4}locations {3}the key sees: Ladprao Mall \(4\)$/m);
   });
 
+  itWith('mosquitto', 'says the broker keeps no retained messages, and passes it', async () => {
+    const noRetain = await startBroker({ extra: 'retain_available false\n' });
+    try {
+      const r = await runCli(['doctor', '--config', configFile('noretain', noRetain.url)]);
+      expect(r.code, r.stdout).toBe(0);
+      expect(r.stdout).toMatch(/^ok {4}broker /m);
+      expect(r.stdout).toMatch(/^ok {4}retain {6}the broker keeps no retained messages \(Mosquitto: retain_available false\): the agent publishes its state, availability and discovery without retain/m);
+    } finally {
+      await noRetain.stop();
+    }
+  });
+
   it('says the broker is down and how to fix it', async () => {
     const port = await freePort();
     const r = await runCli(['doctor', '--config', configFile('nobroker', `mqtt://127.0.0.1:${port}`)]);

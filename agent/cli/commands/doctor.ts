@@ -210,8 +210,8 @@ function refusalLine(info: unknown, config: Config, agentOnline = false): CheckL
 }
 
 /**
- * Connects as the agent does, with its keepalive. Refused in a way a shorter keepalive may get
- * past (MQTT 3.1.1 and a broker's max_keepalive: keepalive-refusal.ts), it tries shorter ones as
+ * Connects as the agent does, with its keepalive. Refused in a way a extra keepalive may get
+ * past (MQTT 3.1.1 and a broker's max_keepalive: keepalive-refusal.ts), it tries extra ones as
  * the agent does, and says which the broker took.
  */
 function brokerCheck(config: Config, timeoutMs: number, keepalive = config.mqtt.keepaliveSeconds): Promise<CheckLine[]> {
@@ -240,19 +240,22 @@ function brokerCheck(config: Config, timeoutMs: number, keepalive = config.mqtt.
       resolve(lines);
     };
     const timer = setTimeout(() => finish([{ name, ok: false, detail: `${where}: timed out after ${timeoutMs} ms`, hint: brokerHint('timed out', config) }]), timeoutMs + 500);
-    client.on('connect', () => {
+    client.on('connect', (connack) => {
       const v311 = m.protocolVersion !== 5;
       const ok: CheckLine = {
         name,
         ok: true,
         detail: `${where} accepted the connection (MQTT ${v311 ? '3.1.1: a broker cannot refuse a publish in it, so what its ACL or size limit drops is acknowledged and goes unseen; mqtt.protocolVersion: 5 detects it' : '5'})`,
       };
-      const shorter: CheckLine[] =
+      const extra: CheckLine[] =
         keepalive === m.keepaliveSeconds
           ? []
           : [{ name: 'keepalive', ok: false, detail: `the broker refused a keepalive of ${m.keepaliveSeconds} s ("Identifier rejected") and accepted ${keepalive} s: the agent steps down to it by itself, and says so in its log`, hint: keepaliveFix(m.keepaliveSeconds, keepalive) }];
+      // The broker's policy, not a fault: the agent does without retain there (mqtt-broker.ts).
+      if (connack.properties?.retainAvailable === false)
+        extra.push({ name: 'retain', ok: true, detail: 'the broker keeps no retained messages (Mosquitto: retain_available false): the agent publishes its state, availability and discovery without retain, so a subscriber sees each at its next change' });
       // The agent's own report, when one runs against this broker (retained, so it comes at once).
-      infoTimer = setTimeout(() => finish([ok, ...shorter, refusalLine(null, config, online)]), 1_500);
+      infoTimer = setTimeout(() => finish([ok, ...extra, refusalLine(null, config, online)]), 1_500);
       client.on('message', (topic, payload) => {
         if (topic === stateTopic) online = payload.toString().includes('"online"');
         if (topic !== infoTopic) return;
@@ -262,10 +265,10 @@ function brokerCheck(config: Config, timeoutMs: number, keepalive = config.mqtt.
         } catch {
           // not a report we can read
         }
-        finish([ok, ...shorter, refusalLine(info, config)]);
+        finish([ok, ...extra, refusalLine(info, config)]);
       });
       client.subscribe([stateTopic, infoTopic], { qos: 0 }, (err) => {
-        if (err) finish([ok, ...shorter, refusalLine(null, config)]);
+        if (err) finish([ok, ...extra, refusalLine(null, config)]);
       });
     });
     client.on('error', (err) => {
