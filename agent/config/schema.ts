@@ -42,7 +42,8 @@ const urlWith =
     }
   };
 const isHttpUrl = urlWith('http:', 'https:');
-const isMqttUrl = urlWith('mqtt:', 'mqtts:');
+// ws:// and wss:// for a broker reached only through a web port (a firewall that lets 443 out).
+const isMqttUrl = urlWith('mqtt:', 'mqtts:', 'ws:', 'wss:');
 
 const site = z.strictObject({
   id: described(text(z.regex(/^[a-z0-9_-]+$/, 'must match [a-z0-9_-]+')), 'Site identifier, used in every MQTT topic'),
@@ -155,7 +156,7 @@ const homeassistant = z.strictObject({
 });
 
 const mqtt = z.strictObject({
-  url: z._default(text(z.refine(isMqttUrl, 'must be an mqtt:// or mqtts:// URL')), 'mqtt://127.0.0.1:1883'),
+  url: z._default(text(z.refine(isMqttUrl, 'must be an mqtt://, mqtts://, ws:// or wss:// URL')), 'mqtt://127.0.0.1:1883'),
   baseTopic: z._default(topicPrefix(), 'chair-agent'),
   username: z.optional(text(z.minLength(1))),
   password: described(z.optional(text(z.minLength(1))), 'Or env CHAIR_AGENT_MQTT_PASSWORD, or systemd credential mqtt-password'),

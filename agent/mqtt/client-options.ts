@@ -21,16 +21,19 @@ export interface BrokerEndpoint {
  */
 export function endpointOptions(e: BrokerEndpoint): IClientOptions {
   const url = new URL(e.url);
-  const secure = url.protocol === 'mqtts:';
+  const protocol = url.protocol.slice(0, -1) as keyof typeof DEFAULT_PORTS;
   const hostname = url.hostname.replace(/^\[(.*)\]$/, '$1');
   const options: IClientOptions = {
-    protocol: secure ? 'mqtts' : 'mqtt',
+    protocol,
     hostname,
     host: hostname,
-    port: url.port ? Number(url.port) : secure ? 8883 : 1883,
+    port: url.port ? Number(url.port) : DEFAULT_PORTS[protocol],
     protocolVersion: e.protocolVersion,
     rejectUnauthorized: e.rejectUnauthorized,
   };
+  // MQTT over WebSocket: the path the broker's web listener serves (Mosquitto takes any; EMQX,
+  // HiveMQ and most proxies serve /mqtt). mqtt.js hands wss:// the TLS options below.
+  if (protocol === 'ws' || protocol === 'wss') options.path = `${url.pathname}${url.search}`;
   const username = e.username ?? (url.username ? decodeURIComponent(url.username) : undefined);
   const password = e.password ?? (url.password ? decodeURIComponent(url.password) : undefined);
   if (username !== undefined) options.username = username;
@@ -40,6 +43,9 @@ export function endpointOptions(e: BrokerEndpoint): IClientOptions {
   if (e.key) options.key = readTlsFile(e.key, 'mqtt.key');
   return options;
 }
+
+/** Each scheme's port when the URL names none: MQTT's registered ports, and the web's. */
+const DEFAULT_PORTS = { mqtt: 1883, mqtts: 8883, ws: 80, wss: 443 } as const;
 
 /** The largest packet the agent accepts from the broker (MQTT 5 tells the broker; it drops bigger ones). */
 export const MAX_INCOMING_PACKET_BYTES = 256 * 1024;

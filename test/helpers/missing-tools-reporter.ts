@@ -5,6 +5,7 @@ import { has, type Tool } from './tool-detect.js';
 const HOW: Record<string, string> = {
   mosquitto: 'install mosquitto to run them (sudo apt install mosquitto)',
   'mosquitto 2.0.12 or later': 'they need Mosquitto 2.0.12 or later (Debian 13 has 2.0.21; CI also runs them on 2.1)',
+  'mosquitto with websockets': "they need a Mosquitto that serves WebSocket (Debian 12's 2.0.11 is built without it; CI runs them on 2.1)",
   rabbitmq: 'install rabbitmq-server to run them (sudo apt install rabbitmq-server)',
   'mosquitto clients': 'install mosquitto-clients to run them (sudo apt install mosquitto-clients)',
   curl: 'install curl to run them (sudo apt install curl)',

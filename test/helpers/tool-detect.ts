@@ -9,18 +9,19 @@ import { mosquittoPath } from '../../bench/lib/broker.js';
  * reporter counts into one line at the end of the run ("N tests skipped: install mosquitto to
  * run them"). Nothing fails for a missing tool.
  */
-export type Tool = 'mosquitto' | 'mosquitto 2.0.12 or later' | 'mosquitto clients' | 'curl' | 'prometheus' | 'gpiod addon' | 'systemd' | 'python3' | 'chromium' | 'rabbitmq' | 'root' | 'a Node.js older than 22' | 'prlimit' | 'openssl';
+export type Tool = 'mosquitto' | 'mosquitto 2.0.12 or later' | 'mosquitto with websockets' | 'mosquitto clients' | 'curl' | 'prometheus' | 'gpiod addon' | 'systemd' | 'python3' | 'chromium' | 'rabbitmq' | 'root' | 'a Node.js older than 22' | 'prlimit' | 'openssl';
 
 const onPath = (cmd: string): boolean => spawnSync('sh', ['-c', `command -v ${cmd}`], { stdio: 'ignore' }).status === 0;
 
 const detect: Record<Tool, () => boolean> = {
   mosquitto: () => mosquittoPath() !== null,
   // From 2.0.12 Mosquitto applies max_keepalive to MQTT 3.1.1 clients (Debian 12 has 2.0.11).
-  'mosquitto 2.0.12 or later': () => {
+  'mosquitto 2.0.12 or later': () => mosquittoAtLeast(2, 0, 12),
+  // 2.1 serves WebSocket itself; 2.0 through libwebsockets, which Debian 12's 2.0.11 is built without.
+  'mosquitto with websockets': () => {
+    if (mosquittoAtLeast(2, 1, 0)) return true;
     const bin = mosquittoPath();
-    const r = bin ? spawnSync(bin, ['-h'], { encoding: 'utf8' }) : null;
-    const v = /mosquitto version (\d+)\.(\d+)\.(\d+)/.exec(`${r?.stdout ?? ''}${r?.stderr ?? ''}`)?.slice(1).map(Number);
-    return v !== undefined && (v[0]! > 2 || (v[0] === 2 && (v[1]! > 0 || v[2]! >= 12)));
+    return bin !== null && /libwebsockets/.test(spawnSync('ldd', [bin], { encoding: 'utf8' }).stdout ?? '');
   },
   'mosquitto clients': () => onPath('mosquitto_sub') && onPath('mosquitto_pub'),
   curl: () => onPath('curl'),
@@ -35,6 +36,16 @@ const detect: Record<Tool, () => boolean> = {
   openssl: () => onPath('openssl'),
   'a Node.js older than 22': () => oldNode() !== null,
 };
+
+/** Whether the Mosquitto the tests run is this version or later. */
+function mosquittoAtLeast(major: number, minor: number, patch: number): boolean {
+  const bin = mosquittoPath();
+  const r = bin ? spawnSync(bin, ['-h'], { encoding: 'utf8' }) : null;
+  const v = /mosquitto version (\d+)\.(\d+)\.(\d+)/.exec(`${r?.stdout ?? ''}${r?.stderr ?? ''}`)?.slice(1).map(Number);
+  if (!v) return false;
+  const [a = 0, b = 0, c = 0] = v;
+  return a !== major ? a > major : b !== minor ? b > minor : c >= patch;
+}
 
 /** A system Node.js older than the agent needs (a distro's 18 or 20), or null. */
 export function oldNode(): string | null {

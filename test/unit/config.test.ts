@@ -47,7 +47,7 @@ describe('configuration', () => {
     ['a poll period too short', 'vendor: {baseUrl: "https://x", apiKey: k, pollSeconds: 0.1}', 'vendor.pollSeconds: must be >= 0.2 (got number 0.1)'],
     ['a bad site id', 'site: {id: "Lad Prao"}', 'site.id: must match [a-z0-9_-]+ (got text "Lad Prao")'],
     ['a bad vendor URL', 'vendor: {baseUrl: "ftp://x", apiKey: k}', 'vendor.baseUrl: must be an http:// or https:// URL (got text "ftp://x")'],
-    ['a bad broker URL', 'mqtt: {url: "http://broker"}', 'mqtt.url: must be an mqtt:// or mqtts:// URL (got text "http://broker")'],
+    ['a bad broker URL', 'mqtt: {url: "http://broker"}', 'mqtt.url: must be an mqtt://, mqtts://, ws:// or wss:// URL (got text "http://broker")'],
     ['a bad time zone', 'site: {id: x, timezone: Mars/Olympus}', 'site.timezone: not an IANA time zone (e.g. Asia/Bangkok) (got text "Mars/Olympus")'],
     ['a bad cron expression', 'transactions: {syncSchedule: "* * 99 * *"}', 'transactions.syncSchedule: not a valid cron expression (dayOfMonth: 99 is a invalid expression for day of month) (got text "* * 99 * *")'],
     ['an unknown driver', 'gpio: {driver: wiringpi}', 'gpio.driver: must be one of "gpiod", "onoff", "sim" (got text "wiringpi")'],
