@@ -8,6 +8,7 @@ import { deepFreeze } from '../core/deep-freeze.js';
 import { ConfigError } from './config-error.js';
 import { ConfigSchema, SECRET_PATHS, formatPath, type Config } from './schema.js';
 import { redactUrlsIn } from './redact.js';
+import { proxyFromEnvironment } from './proxy-env.js';
 
 export { ConfigError, DEFAULT_CONFIG_PATH, type ConfigErrorCode } from './config-error.js';
 
@@ -27,7 +28,7 @@ export const SECRETS: readonly SecretSpec[] = [
 ];
 
 export interface ConfigSources {
-  /** Environment variables (only the CHAIR_AGENT_* secrets are read). */
+  /** Environment variables: the CHAIR_AGENT_* secrets, and the proxy variables (proxy-env.ts). */
   env: Readonly<Record<string, string | undefined>>;
   /**
    * Where the secrets stored as systemd credentials are: systemd's $CREDENTIALS_DIRECTORY for the
@@ -42,6 +43,8 @@ export interface LoadedConfig {
   path: string;
   /** Where each secret that is set came from, keyed by its dotted path. */
   secretSources: Readonly<Record<string, SecretSource>>;
+  /** The environment variable vendor.proxy came from, when the config file names none. */
+  proxyVariable?: string;
 }
 
 /** Reads, resolves secrets, validates and freezes. Throws ConfigError with every problem found. */
@@ -74,13 +77,31 @@ export function parseConfig(text: string, path: string, sources: ConfigSources):
 
 export function validateConfig(raw: unknown, path: string, sources: ConfigSources): LoadedConfig {
   const secretSources = resolveSecrets(raw, sources);
+  const proxyVariable = resolveProxy(raw, sources.env);
   const result = ConfigSchema.safeParse(raw, { reportInput: true });
   if (!result.success) throw new ConfigError('CONFIG_INVALID', describeIssues(result.error.issues));
   const config = result.data;
   if ((config.mqtt.cert === undefined) !== (config.mqtt.key === undefined)) {
     throw new ConfigError('CONFIG_INVALID', [`mqtt.${config.mqtt.cert === undefined ? 'cert' : 'key'}: required when mqtt.${config.mqtt.cert === undefined ? 'key' : 'cert'} is set`]);
   }
-  return { config: deepFreeze(config), path, secretSources };
+  return { config: deepFreeze(config), path, secretSources, ...(proxyVariable ? { proxyVariable } : {}) };
+}
+
+/**
+ * A site's proxy is often set for the whole box (systemd's DefaultEnvironment=, a drop-in's
+ * Environment=), as for apt and curl: without vendor.proxy in the file, the environment's is put
+ * into the document before validation, so a bad one is reported as vendor.proxy. The variable's name.
+ */
+function resolveProxy(raw: unknown, env: ConfigSources['env']): string | undefined {
+  if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) return undefined;
+  const vendorSection = (raw as Record<string, unknown>)['vendor'];
+  if (!vendorSection || typeof vendorSection !== 'object' || Array.isArray(vendorSection)) return undefined;
+  const v = vendorSection as Record<string, unknown>;
+  if (v['proxy'] !== undefined || typeof v['baseUrl'] !== 'string') return undefined;
+  const found = proxyFromEnvironment(v['baseUrl'], env);
+  if (!found) return undefined;
+  v['proxy'] = found.url;
+  return found.variable;
 }
 
 /**

@@ -7,7 +7,7 @@ import { MASK, redactUrl } from './redact.js';
 export { MASK, redactUrl, redactUrlsIn } from './redact.js';
 
 /** The resolved config as YAML, every secret replaced by a mask naming where it came from. */
-export function maskedConfigYaml(config: Config, sources: Readonly<Record<string, SecretSource>>): string {
+export function maskedConfigYaml(config: Config, sources: Readonly<Record<string, SecretSource>>, proxyVariable?: string): string {
   const copy = JSON.parse(JSON.stringify(config)) as Record<string, Record<string, unknown>>;
   for (const spec of SECRETS) {
     const [section, key] = spec.path;
@@ -19,5 +19,8 @@ export function maskedConfigYaml(config: Config, sources: Readonly<Record<string
   }
   if (copy['mqtt'] && typeof copy['mqtt']['url'] === 'string') copy['mqtt']['url'] = redactUrl(copy['mqtt']['url']);
   if (copy['vendor'] && typeof copy['vendor']['baseUrl'] === 'string') copy['vendor']['baseUrl'] = redactUrl(copy['vendor']['baseUrl']);
+  if (copy['vendor'] && typeof copy['vendor']['proxy'] === 'string') {
+    copy['vendor']['proxy'] = `${redactUrl(copy['vendor']['proxy'])}${proxyVariable ? ` (env ${proxyVariable})` : ''}`;
+  }
   return stringify(copy, { lineWidth: 0 });
 }

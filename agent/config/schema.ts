@@ -42,6 +42,7 @@ const urlWith =
     }
   };
 const isHttpUrl = urlWith('http:', 'https:');
+const isProxyUrl = urlWith('http:', 'https:', 'socks5:');
 // ws:// and wss:// for a broker reached only through a web port (a firewall that lets 443 out).
 const isMqttUrl = urlWith('mqtt:', 'mqtts:', 'ws:', 'wss:');
 
@@ -56,6 +57,10 @@ const site = z.strictObject({
 const vendor = z.strictObject({
   baseUrl: described(text(z.refine(isHttpUrl, 'must be an http:// or https:// URL')), '{base_url} of the vendor API'),
   apiKey: described(text(z.minLength(1)), 'Vendor Apikey; or env CHAIR_AGENT_VENDOR_API_KEY, or systemd credential vendor-api-key'),
+  proxy: described(
+    z.optional(text(z.refine(isProxyUrl, 'must be an http://, https:// or socks5:// URL'))),
+    "Outbound proxy to the vendor API (http://[user:password@]host:port); without it, the environment's https_proxy/HTTPS_PROXY (http_proxy for an http:// baseUrl) and no_proxy, as curl reads them",
+  ),
   pollSeconds: described(z._default(z.number().check(z.minimum(0.2)), 5), 'Chair list poll period in seconds; fractions allowed'),
   requestTimeoutSeconds: described(z._default(positive(z.maximum(120)), 10), 'Deadline of one vendor request'),
   retries: described(z._default(int(z.minimum(0), z.maximum(10)), 2), 'Extra attempts of a failed GET (never of a start)'),

@@ -15,6 +15,25 @@ export type { Dispatcher };
 
 export const Agent = AgentImpl as typeof import('undici').Agent;
 
+/**
+ * undici's ProxyAgent, loaded only where a proxy is set (most sites reach the vendor directly). It
+ * opens its CONNECT tunnels with the `connect` method that undici's index gives every dispatcher
+ * (`Object.assign(Dispatcher.prototype, api)`), which loading its parts alone skips: so it is
+ * given here, as the index does.
+ */
+export async function loadProxyAgent(): Promise<typeof import('undici').ProxyAgent> {
+  const [proxy, dispatcher, connect] = (await Promise.all([
+    // @ts-expect-error as above
+    import('undici/lib/dispatcher/proxy-agent.js'),
+    // @ts-expect-error as above
+    import('undici/lib/dispatcher/dispatcher.js'),
+    // @ts-expect-error as above
+    import('undici/lib/api/api-connect.js'),
+  ])) as [{ default: typeof import('undici').ProxyAgent }, { default: { prototype: { connect?: unknown } } }, { default: unknown }];
+  dispatcher.default.prototype.connect ??= connect.default;
+  return proxy.default;
+}
+
 type RequestOptions = Omit<Dispatcher.RequestOptions, 'origin' | 'path' | 'method'> & { method: Dispatcher.HttpMethod };
 
 /** undici's `request(url, options)`, on the given dispatcher. */

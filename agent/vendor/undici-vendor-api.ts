@@ -1,4 +1,5 @@
-import { Agent, request, type Dispatcher } from './undici-parts.js';
+import { Agent, loadProxyAgent, request, type Dispatcher } from './undici-parts.js';
+import { redactUrl } from '../config/redact.js';
 import type { Clock } from '../platform/clock.js';
 import type { Logger } from '../platform/logger.js';
 import { fullJitterDelay, parseRetryAfter } from '../core/backoff.js';
@@ -26,6 +27,8 @@ export interface VendorClientOptions {
   /** Called once per attempt: for metrics. */
   observe?: (endpoint: VendorEndpoint, outcome: string, seconds: number) => void;
   dispatcher?: Dispatcher;
+  /** The outbound proxy to the vendor (vendor.proxy): http(s):// or socks5://, credentials in the URL. */
+  proxy?: string | undefined;
 }
 
 /** Errors raised before a byte of the request can have reached the vendor. */
@@ -54,16 +57,36 @@ class DeadlineExceeded extends Error {}
 
 export class UndiciVendorApi implements VendorApi {
   private readonly origin: URL;
-  private readonly dispatcher: Dispatcher;
+  private dispatcher: Dispatcher | null;
+  /** The proxy's dispatcher, being made (its module is loaded at the first request). */
+  private proxied: Promise<Dispatcher> | null = null;
   private readonly ownsDispatcher: boolean;
   private readonly listRepeats = new ListRepeats();
 
   constructor(private readonly opts: VendorClientOptions) {
     this.origin = new URL(opts.baseUrl.endsWith('/') ? opts.baseUrl : `${opts.baseUrl}/`);
     this.ownsDispatcher = !opts.dispatcher;
-    this.dispatcher =
-      opts.dispatcher ??
-      new Agent({ connect: { timeout: opts.timeoutMs }, keepAliveTimeout: 10_000, connections: 4 });
+    this.dispatcher = opts.dispatcher ?? (opts.proxy ? null : new Agent({ connect: { timeout: opts.timeoutMs }, keepAliveTimeout: 10_000, connections: 4 }));
+  }
+
+  /**
+   * The connection pool, or through vendor.proxy: CONNECT for an https:// vendor (every proxy
+   * allows it to 443), an absolute-form request for http:// (as curl sends it: a proxy may allow
+   * CONNECT to 443 only).
+   */
+  private async pool(): Promise<Dispatcher> {
+    if (this.dispatcher) return this.dispatcher;
+    this.proxied ??= loadProxyAgent().then(
+      (ProxyAgent) =>
+        (this.dispatcher = new ProxyAgent({
+          uri: this.opts.proxy ?? '',
+          proxyTunnel: this.origin.protocol === 'https:',
+          connect: { timeout: this.opts.timeoutMs },
+          keepAliveTimeout: 10_000,
+          connections: 4,
+        })),
+    );
+    return this.proxied;
   }
 
   async listChairs(options: CallOptions = {}): Promise<ChairList> {
@@ -109,9 +132,14 @@ export class UndiciVendorApi implements VendorApi {
     }
   }
 
+  /** The proxy as it may be logged: host and port, any password masked. */
+  private proxyName(): string {
+    return redactUrl(this.opts.proxy ?? '(none)');
+  }
+
   /** Ends every connection; a request still under way is aborted (the agent is stopping). */
   async close(): Promise<void> {
-    if (this.ownsDispatcher) await this.dispatcher.destroy();
+    if (this.ownsDispatcher) await (this.dispatcher ?? (this.proxied ? await this.proxied : null))?.destroy();
   }
 
   private async get(endpoint: VendorEndpoint, path: string, options: CallOptions): Promise<string> {
@@ -149,7 +177,7 @@ export class UndiciVendorApi implements VendorApi {
     if (stop?.aborted) onStop();
     let outcome = 'error';
     try {
-      const res = await request(this.dispatcher, url, {
+      const res = await request(await this.pool(), url, {
         method,
         signal: controller.signal,
         headers: {
@@ -203,6 +231,16 @@ export class UndiciVendorApi implements VendorApi {
       }
       return new VendorError('VENDOR_ABORTED', 'vendor request aborted: the agent is stopping');
     }
+    // The proxy's own refusal, said as the proxy's: a CONNECT answered 403 or 407 ("Proxy response
+    // (407) !== 200 when HTTP Tunneling"), or a 407 to an absolute-form request, which undici
+    // throws as "Proxy Authentication Required (407)".
+    const refused = /^Proxy response \((\d+)\)|^Proxy Authentication Required \((407)\)/.exec(errorText(err));
+    if (refused && this.opts.proxy) {
+      const status = refused[1] ?? refused[2];
+      return new VendorError('VENDOR_UNREACHABLE', `the proxy ${this.proxyName()} refused the connection to ${this.origin.host} (HTTP ${status}${status === '407' ? ': it wants credentials, user:password@ in vendor.proxy' : ''})`, {
+        retryable: true,
+      }, err);
+    }
     const code = causeCode(err) ?? 'UNKNOWN';
     if (code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_BODY_TIMEOUT') {
       return new VendorError('VENDOR_TIMEOUT', `vendor did not answer ${endpoint} within ${this.opts.timeoutMs} ms`, {
@@ -213,11 +251,15 @@ export class UndiciVendorApi implements VendorApi {
     const notSent = NOT_SENT_CODES.has(code);
     return new VendorError(
       'VENDOR_UNREACHABLE',
-      `vendor unreachable at ${this.origin.host} (${code})`,
+      `vendor unreachable at ${this.origin.host}${this.opts.proxy ? ` through the proxy ${this.proxyName()}` : ''} (${code})`,
       { ambiguous: !notSent, retryable: true },
       err,
     );
   }
+}
+
+function errorText(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
 }
 
 /** A chair's status and the control answer are a few hundred bytes. */

@@ -12,6 +12,7 @@ export function vendorFromConfig(config: Config, clock: Clock, logger: Logger, m
     apiKey: config.vendor.apiKey,
     timeoutMs: config.vendor.requestTimeoutSeconds * 1000,
     retries: config.vendor.retries,
+    proxy: config.vendor.proxy,
     clock,
     logger: logger.child({ component: 'vendor' }),
     observe: metrics

@@ -8,6 +8,7 @@ const HOW: Record<string, string> = {
   'mosquitto with websockets': "they need a Mosquitto that serves WebSocket (Debian 12's 2.0.11 is built without it; CI runs them on 2.1)",
   rabbitmq: 'install rabbitmq-server to run them (sudo apt install rabbitmq-server)',
   'mosquitto clients': 'install mosquitto-clients to run them (sudo apt install mosquitto-clients)',
+  tinyproxy: 'install tinyproxy to run them (sudo apt install tinyproxy: a real HTTP proxy to the vendor)',
   curl: 'install curl to run them (sudo apt install curl)',
   prometheus: 'install prometheus to run them (sudo apt install prometheus: promtool and a real scrape)',
   'gpiod addon': 'they need the GPIO addon, which npm run build makes where a C compiler is (sudo apt install gcc libc6-dev; its "native:" line says what was missing)',

@@ -14,6 +14,6 @@ export async function checkCommand(args: ParsedArgs, ctx: CommandContext): Promi
     return EXIT_CONFIG;
   }
   ctx.stdout(`# ${loaded.path}: valid\n`);
-  ctx.stdout(maskedConfigYaml(loaded.config, loaded.secretSources));
+  ctx.stdout(maskedConfigYaml(loaded.config, loaded.secretSources, loaded.proxyVariable));
   return EXIT_OK;
 }

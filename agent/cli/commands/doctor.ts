@@ -161,7 +161,9 @@ async function vendorChecks(config: Config): Promise<CheckLine[]> {
     const code = isVendorError(err) ? err.code : 'error';
     const hints: Record<string, string> = {
       VENDOR_UNAUTHORIZED: 'the vendor refused the key: check /etc/chair-agent/credentials/vendor-api-key (or vendor.apiKey)',
-      VENDOR_UNREACHABLE: 'check vendor.baseUrl, DNS and the uplink (curl -I the base URL from this box)',
+      VENDOR_UNREACHABLE: config.vendor.proxy
+        ? `check vendor.proxy (${redactUrl(config.vendor.proxy)}) and that it lets this box reach ${new URL(config.vendor.baseUrl).host}: curl -I -x <the proxy> <the base URL>`
+        : 'check vendor.baseUrl, DNS and the uplink (curl -I the base URL from this box); a site that reaches the internet through a proxy sets vendor.proxy',
       VENDOR_TIMEOUT: 'the vendor is slow or the uplink drops packets; raise vendor.requestTimeoutSeconds if it persists',
       VENDOR_BAD_ENVELOPE: 'something answered that is not the vendor API: check vendor.baseUrl (and any proxy)',
       VENDOR_NOT_FOUND: 'the list endpoint is missing: check vendor.baseUrl (no trailing /api)',

@@ -1,0 +1,130 @@
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { connect, type Server } from 'node:net';
+import { createServer as createTlsServer } from 'node:tls';
+import { readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { Simulator } from '../../agent/simulator/simulator.js';
+import { track } from '../helpers/agent-process.js';
+import { runCli } from '../helpers/cli.js';
+import { freePort, waitForPort } from '../helpers/ports.js';
+import { describeWith } from '../helpers/tools.js';
+import { waitFor } from '../helpers/wait.js';
+
+// A site that reaches the internet only through its HTTP proxy (an airport's, a mall's), as
+// Debian's tinyproxy serves one: vendor.proxy, or HTTPS_PROXY/NO_PROXY in the environment.
+// The real vendor is https://, reached through CONNECT; an http:// one in absolute form.
+
+const KEY = 'proxy-key-123456';
+const SECRET = 'proxy-secret-7890';
+const PROXY_PASSWORD = 'pr0xy-pass-2468';
+let dir: string;
+let sim: Simulator;
+/** The vendor over HTTPS: TLS in front of the simulator, with a private CA. */
+let front: Server;
+let frontPort: number;
+
+interface Proxy {
+  port: number;
+  log: string;
+  child: ChildProcess;
+}
+let open: Proxy;
+let guarded: Proxy;
+
+async function startTinyproxy(name: string, extra = ''): Promise<Proxy> {
+  const port = await freePort();
+  const conf = join(dir, `${name}.conf`);
+  writeFileSync(conf, `Port ${port}\nListen 127.0.0.1\nTimeout 30\nAllow 127.0.0.1\nLogLevel Info\nMaxClients 20\n${extra}`);
+  const child = spawn('tinyproxy', ['-d', '-c', conf], { stdio: ['ignore', 'pipe', 'pipe'] });
+  track(child);
+  const proxy: Proxy = { port, log: '', child };
+  child.stdout?.on('data', (d: Buffer) => (proxy.log += d.toString()));
+  child.stderr?.on('data', (d: Buffer) => (proxy.log += d.toString()));
+  await waitForPort(port);
+  return proxy;
+}
+
+function config(name: string, vendor: string): string {
+  const path = join(dir, `${name}.yaml`);
+  writeFileSync(path, `site: {id: proxied}\nvendor: {${vendor}, apiKey: ${KEY}}\nwebhook: {channelSecret: ${SECRET}}\nmqtt: {url: "mqtt://127.0.0.1:1"}\nstorage: {path: ${join(dir, `${name}.db`)}}\n`);
+  return path;
+}
+
+const vendorLine = (stdout: string): string => stdout.split('\n').find((l) => /^(ok|FAIL)\s+vendor API/.test(l)) ?? `(no vendor line)\n${stdout}`;
+
+describeWith(['tinyproxy', 'openssl'], 'the vendor through the site\'s HTTP proxy (tinyproxy)', () => {
+  beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'proxy-'));
+    chmodSync(dir, 0o755);
+    sim = new Simulator({ apiKey: KEY, chairs: 2 });
+    await sim.start();
+    const run = (args: string[]): void => void spawnSync('openssl', args, { cwd: dir });
+    run(['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-days', '2', '-subj', '/CN=vendor-ca', '-keyout', 'ca.key', '-out', 'ca.pem']);
+    run(['req', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-subj', '/CN=127.0.0.1', '-keyout', 'vendor.key', '-out', 'vendor.csr']);
+    writeFileSync(join(dir, 'san.ext'), 'subjectAltName=IP:127.0.0.1\n');
+    run(['x509', '-req', '-in', 'vendor.csr', '-CA', 'ca.pem', '-CAkey', 'ca.key', '-CAcreateserial', '-days', '2', '-extfile', 'san.ext', '-out', 'vendor.pem']);
+    const simPort = Number(new URL(sim.url).port);
+    front = createTlsServer({ cert: readFileSync(join(dir, 'vendor.pem')), key: readFileSync(join(dir, 'vendor.key')) }, (tls) => {
+      const upstream = connect(simPort, '127.0.0.1');
+      tls.pipe(upstream).pipe(tls);
+      const end = (): void => {
+        tls.destroy();
+        upstream.destroy();
+      };
+      tls.on('error', end);
+      upstream.on('error', end);
+    });
+    await new Promise<void>((r) => front.listen(0, '127.0.0.1', r));
+    frontPort = (front.address() as { port: number }).port;
+    open = await startTinyproxy('open');
+    guarded = await startTinyproxy('guarded', `BasicAuth agent ${PROXY_PASSWORD}\n`);
+  });
+  afterAll(async () => {
+    open?.child.kill();
+    guarded?.child.kill();
+    front?.close();
+    await sim?.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('an https:// vendor through HTTPS_PROXY from the environment: a CONNECT tunnel, and check says where the proxy came from', async () => {
+    const path = config('env', `baseUrl: "https://127.0.0.1:${frontPort}"`);
+    const env = { HTTPS_PROXY: `127.0.0.1:${open.port}`, NODE_EXTRA_CA_CERTS: join(dir, 'ca.pem') };
+    const r = await runCli(['doctor', '--config', path], env);
+    expect(vendorLine(r.stdout)).toMatch(/^ok {4}vendor API {2}.*2 chair\(s\) listed/);
+    await waitFor(() => open.log.includes(`CONNECT 127.0.0.1:${frontPort}`) || undefined, () => `the CONNECT in tinyproxy's log:\n${open.log}`);
+    const check = await runCli(['check', '--config', path], env);
+    expect(check.stdout).toContain(`proxy: http://127.0.0.1:${open.port} (env HTTPS_PROXY)`);
+  });
+
+  it('NO_PROXY takes the vendor off the proxy', async () => {
+    const path = config('noproxy', `baseUrl: "https://127.0.0.1:${frontPort}"`);
+    // A proxy nothing listens on: only a direct connection can list the chairs.
+    const r = await runCli(['doctor', '--config', path], { HTTPS_PROXY: 'http://127.0.0.1:1', NO_PROXY: 'localhost,127.0.0.1', NODE_EXTRA_CA_CERTS: join(dir, 'ca.pem') });
+    expect(vendorLine(r.stdout)).toMatch(/^ok {4}vendor API/);
+  });
+
+  it('an http:// vendor through vendor.proxy goes in absolute form', async () => {
+    const r = await runCli(['doctor', '--config', config('plain', `baseUrl: "${sim.url}", proxy: "http://127.0.0.1:${open.port}"`)]);
+    expect(vendorLine(r.stdout)).toMatch(/^ok {4}vendor API/);
+    await waitFor(() => open.log.includes(`GET ${sim.url}/api/chair/lists`) || undefined, () => `the GET in tinyproxy's log:\n${open.log}`);
+  });
+
+  it('a proxy that wants credentials: doctor says so for either scheme; with them in vendor.proxy it works, and the password is never printed', async () => {
+    const env = { NODE_EXTRA_CA_CERTS: join(dir, 'ca.pem') };
+    for (const baseUrl of [`https://127.0.0.1:${frontPort}`, sim.url]) {
+      const bare = await runCli(['doctor', '--config', config('noauth', `baseUrl: "${baseUrl}", proxy: "http://127.0.0.1:${guarded.port}"`)], env);
+      expect(vendorLine(bare.stdout)).toMatch(/^FAIL {2}vendor API .*wants credentials.*user:password@ in vendor\.proxy/);
+      expect(bare.stdout).toContain(`hint: check vendor.proxy (http://127.0.0.1:${guarded.port}) and that it lets this box reach`);
+    }
+    const path = config('auth', `baseUrl: "https://127.0.0.1:${frontPort}", proxy: "http://agent:${PROXY_PASSWORD}@127.0.0.1:${guarded.port}"`);
+    const r = await runCli(['doctor', '--config', path], env);
+    expect(vendorLine(r.stdout)).toMatch(/^ok {4}vendor API/);
+    const check = await runCli(['check', '--config', path], env);
+    expect(check.stdout).toContain(`proxy: http://agent:********@127.0.0.1:${guarded.port}/`);
+    expect(r.stdout + r.stderr + check.stdout + check.stderr).not.toContain(PROXY_PASSWORD);
+  });
+});
