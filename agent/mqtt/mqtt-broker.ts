@@ -34,7 +34,7 @@ const FILES_RETRY_MS = 60_000;
 
 /** MQTT 5's CONNACK reason "Retain not supported": a retained will, to a broker that keeps nothing. */
 const RETAIN_NOT_SUPPORTED = 0x9a;
-/** Connections in a row (MQTT 3.1.1) closed before the broker's CONNACK, before the warning. */
+/** Connections in a row closed before the broker's CONNACK, with no error, before the warning. */
 const SILENT_CLOSES_WARNED = 3;
 
 /** MQTT 5's DISCONNECT reason "Session taken over". */
@@ -160,7 +160,7 @@ export class MqttBroker extends EventEmitter<BrokerEvents> implements Broker {
       this.serverDisconnect = null;
       this.closeForPublish = false;
       o.logger.info({ broker: this.description }, 'connected to the broker');
-      if (connack.properties?.retainAvailable === false && !this.retainless) this.retainless = true;
+      if (connack.properties?.retainAvailable === false) this.retainless = true;
       if (this.retainless && !this.retainSaid) {
         this.retainSaid = true;
         o.logger.warn(
