@@ -6,7 +6,7 @@ export function secretValues(config: Config): string[] {
   if (config.webhook.channelSecret) out.push(config.webhook.channelSecret);
   if (config.mqtt.password) out.push(config.mqtt.password);
   if (config.http.adminToken) out.push(config.http.adminToken);
-  for (const url of [config.mqtt.url, config.vendor.baseUrl, ...(config.vendor.proxy ? [config.vendor.proxy] : [])]) {
+  for (const url of [config.mqtt.url, config.vendor.baseUrl, ...[config.vendor.proxy, config.mqtt.proxy].filter((u) => u !== undefined)]) {
     try {
       const p = new URL(url).password;
       if (p) out.push(p, decodeURIComponent(p));

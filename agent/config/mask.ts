@@ -19,6 +19,7 @@ export function maskedConfigYaml(config: Config, sources: Readonly<Record<string
   }
   if (copy['mqtt'] && typeof copy['mqtt']['url'] === 'string') copy['mqtt']['url'] = redactUrl(copy['mqtt']['url']);
   if (copy['vendor'] && typeof copy['vendor']['baseUrl'] === 'string') copy['vendor']['baseUrl'] = redactUrl(copy['vendor']['baseUrl']);
+  if (copy['mqtt'] && typeof copy['mqtt']['proxy'] === 'string') copy['mqtt']['proxy'] = redactUrl(copy['mqtt']['proxy']);
   if (copy['vendor'] && typeof copy['vendor']['proxy'] === 'string') {
     copy['vendor']['proxy'] = `${redactUrl(copy['vendor']['proxy'])}${proxyVariable ? ` (env ${proxyVariable})` : ''}`;
   }

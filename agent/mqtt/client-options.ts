@@ -1,5 +1,6 @@
-import mqtt, { type IClientOptions, type MqttClient } from 'mqtt';
+import mqtt, { MqttClient, type IClientOptions } from 'mqtt';
 import { PacketStore } from './packet-store.js';
+import { openTunnel, tlsInTunnel, TunnelAgent, TunnelStream, type TunnelTls } from './proxy-tunnel.js';
 import { readTlsFile } from '../platform/tls-files.js';
 
 /** How to reach the broker: what the agent and `doctor` share, so doctor tests what the agent does. */
@@ -12,6 +13,8 @@ export interface BrokerEndpoint {
   key?: string | undefined;
   rejectUnauthorized: boolean;
   protocolVersion: 4 | 5;
+  /** The site's HTTP proxy (mqtt.proxy): every transport goes through a CONNECT tunnel. */
+  proxy?: string | undefined;
 }
 
 /**
@@ -21,13 +24,12 @@ export interface BrokerEndpoint {
  */
 export function endpointOptions(e: BrokerEndpoint): IClientOptions {
   const url = new URL(e.url);
-  const protocol = url.protocol.slice(0, -1) as keyof typeof DEFAULT_PORTS;
-  const hostname = url.hostname.replace(/^\[(.*)\]$/, '$1');
+  const { protocol, hostname, port } = brokerAddress(e.url);
   const options: IClientOptions = {
     protocol,
     hostname,
     host: hostname,
-    port: url.port ? Number(url.port) : DEFAULT_PORTS[protocol],
+    port,
     protocolVersion: e.protocolVersion,
     rejectUnauthorized: e.rejectUnauthorized,
   };
@@ -46,6 +48,13 @@ export function endpointOptions(e: BrokerEndpoint): IClientOptions {
 
 /** Each scheme's port when the URL names none: MQTT's registered ports, and the web's. */
 const DEFAULT_PORTS = { mqtt: 1883, mqtts: 8883, ws: 80, wss: 443 } as const;
+
+/** Where mqtt.url points: its transport, host (IPv6 without brackets) and port. */
+export function brokerAddress(mqttUrl: string): { protocol: keyof typeof DEFAULT_PORTS; hostname: string; port: number } {
+  const url = new URL(mqttUrl);
+  const protocol = url.protocol.slice(0, -1) as keyof typeof DEFAULT_PORTS;
+  return { protocol, hostname: url.hostname.replace(/^\[(.*)\]$/, '$1'), port: url.port ? Number(url.port) : DEFAULT_PORTS[protocol] };
+}
 
 /** The largest packet the agent accepts from the broker (MQTT 5 tells the broker; it drops bigger ones). */
 export const MAX_INCOMING_PACKET_BYTES = 256 * 1024;
@@ -86,5 +95,33 @@ export function connectClient(e: BrokerEndpoint, s: ClientSession): MqttClient {
     ...(s.will ? { will: { topic: s.will.topic, payload: Buffer.from(s.will.payload), qos: 1 as const, retain: s.will.retain ?? true } } : {}),
     ...(e.protocolVersion === 5 ? { properties: { maximumPacketSize: MAX_INCOMING_PACKET_BYTES } } : {}),
   };
-  return mqtt.connect(options);
+  return e.proxy ? throughProxy(e.proxy, options, s.connectTimeoutMs) : mqtt.connect(options);
+}
+
+/**
+ * A client whose every connection (the first and each reconnect) is a new CONNECT tunnel through
+ * the proxy. mqtt.js takes an http.Agent for WebSocket; for TCP and TLS it takes a stream
+ * builder, which is all mqtt.connect would add here (the options are read already).
+ */
+function throughProxy(proxy: string, options: IClientOptions, connectTimeoutMs: number): MqttClient {
+  // The proxy must answer within half the connect timeout, so a silent one is said as such
+  // before mqtt.js gives up on the connection without a word.
+  const timeoutMs = Math.max(1000, Math.floor(connectTimeoutMs / 2));
+  const protocol = options.protocol;
+  const host = options.hostname ?? 'localhost';
+  const port = options.port ?? 1883;
+  if (protocol === 'ws' || protocol === 'wss') {
+    return mqtt.connect({ ...options, wsOptions: { agent: new TunnelAgent(proxy, protocol === 'wss', timeoutMs) } });
+  }
+  const tls: TunnelTls = { rejectUnauthorized: options.rejectUnauthorized !== false };
+  if (options.ca) tls.ca = options.ca;
+  if (options.cert) tls.cert = options.cert;
+  if (options.key) tls.key = options.key;
+  const client = new MqttClient(() => {
+    const tunnel = new TunnelStream(openTunnel({ proxy, host, port, timeoutMs }));
+    return protocol === 'mqtts' ? tlsInTunnel(tunnel, host, tls) : tunnel;
+  }, options);
+  // As mqtt.connect does: an error with nobody listening yet must not throw.
+  client.on('error', () => undefined);
+  return client;
 }

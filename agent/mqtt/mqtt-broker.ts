@@ -320,13 +320,17 @@ export class MqttBroker extends EventEmitter<BrokerEvents> implements Broker {
     this.silentCloses += 1;
     if (this.silentCloses !== SILENT_CLOSES_WARNED) return;
     const v311 = this.opts.protocolVersion === 4;
+    // Through a proxy the tunnel may be what closes (a proxy that says 200 and cannot reach the broker).
+    const proxied = this.opts.proxy ? '; or the proxy (mqtt.proxy) closes the tunnel: its log says so' : '';
     this.opts.logger.warn(
       {
         broker: this.description,
         attempts: this.silentCloses,
-        fix: v311
-          ? "the broker's log says why: Mosquitto closes a connection so when it does not allow the agent's retained QoS 1 will (retain_available false, max_qos 0) or is at max_connections; with mqtt.protocolVersion: 5 it says which, and the agent does without retain where the broker keeps none"
-          : "the broker's log says why: Mosquitto closes a connection so when it is at max_connections",
+        fix: `${
+          v311
+            ? "the broker's log says why: Mosquitto closes a connection so when it does not allow the agent's retained QoS 1 will (retain_available false, max_qos 0) or is at max_connections; with mqtt.protocolVersion: 5 it says which, and the agent does without retain where the broker keeps none"
+            : "the broker's log says why: Mosquitto closes a connection so when it is at max_connections"
+        }${proxied}`,
       },
       'the broker ends the connection, or leaves it unanswered, before accepting it',
     );

@@ -9,7 +9,7 @@ import { mosquittoPath } from '../../bench/lib/broker.js';
  * reporter counts into one line at the end of the run ("N tests skipped: install mosquitto to
  * run them"). Nothing fails for a missing tool.
  */
-export type Tool = 'mosquitto' | 'mosquitto 2.0.12 or later' | 'mosquitto with websockets' | 'tinyproxy' | 'mosquitto clients' | 'curl' | 'prometheus' | 'gpiod addon' | 'systemd' | 'python3' | 'chromium' | 'rabbitmq' | 'root' | 'a Node.js older than 22' | 'prlimit' | 'openssl';
+export type Tool = 'mosquitto' | 'mosquitto 2.0.12 or later' | 'mosquitto with websockets' | 'tinyproxy' | 'squid' | 'mosquitto clients' | 'curl' | 'prometheus' | 'gpiod addon' | 'systemd' | 'python3' | 'chromium' | 'rabbitmq' | 'root' | 'a Node.js older than 22' | 'prlimit' | 'openssl';
 
 const onPath = (cmd: string): boolean => spawnSync('sh', ['-c', `command -v ${cmd}`], { stdio: 'ignore' }).status === 0;
 
@@ -26,6 +26,8 @@ const detect: Record<Tool, () => boolean> = {
   'mosquitto clients': () => onPath('mosquitto_sub') && onPath('mosquitto_pub'),
   curl: () => onPath('curl'),
   tinyproxy: () => onPath('tinyproxy'),
+  // Debian puts it in /usr/sbin, which a user's PATH may not hold.
+  squid: () => onPath('squid') || existsSync('/usr/sbin/squid'),
   prometheus: () => onPath('prometheus') && onPath('promtool'),
   'gpiod addon': () => existsSync(addonPath() ?? ''),
   systemd: () => onPath('systemd-analyze') && onPath('systemctl') && onPath('systemd-notify'),

@@ -2,7 +2,7 @@ import { X509Certificate } from 'node:crypto';
 import { accessSync, constants, existsSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import type { MqttClient } from 'mqtt';
-import { connectClient } from '../../mqtt/client-options.js';
+import { brokerAddress, connectClient } from '../../mqtt/client-options.js';
 import { IDENTIFIER_FIX, isKeepaliveSuspect, keepaliveFix, shorterKeepalive } from '../../mqtt/keepalive-refusal.js';
 import { buttonBias } from '../../gpio/gpio-from-config.js';
 import { vendorFromConfig } from '../../vendor/vendor-from-config.js';
@@ -175,6 +175,12 @@ async function vendorChecks(config: Config): Promise<CheckLine[]> {
 }
 
 function brokerHint(message: string, config: Config): string {
+  const proxy = config.mqtt.proxy;
+  if (proxy && /^the proxy /.test(message)) {
+    const { hostname, port } = brokerAddress(config.mqtt.url);
+    const target = `${hostname.includes(':') ? `[${hostname}]` : hostname}:${port}`;
+    return `check mqtt.proxy (${redactUrl(proxy)}) and that it opens a tunnel to ${target}: curl -v -p -x <the proxy> telnet://${target}`;
+  }
   if (/ECONNREFUSED/.test(message)) return 'nothing listens there: is Mosquitto running (systemctl status mosquitto)? check mqtt.url host and port';
   if (/ENOTFOUND|EAI_AGAIN/.test(message)) return 'the broker host name does not resolve: check mqtt.url';
   if (/Not authorized|Bad username or password|not authorised/i.test(message)) return 'the broker refused the login: check mqtt.username and the credential mqtt-password';
