@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { parseDocument } from 'yaml';
 import type * as z from 'zod/mini';
 import { errorCode, errorMessage } from '../platform/errors.js';
-import { brokerTlsProblems, readTlsPair } from '../platform/tls-files.js';
+import { brokerTlsProblems, readCaBundle, readTlsPair } from '../platform/tls-files.js';
 import { deepFreeze } from '../core/deep-freeze.js';
 import { ConfigError } from './config-error.js';
 import { ConfigSchema, SECRET_PATHS, formatPath, type Config } from './schema.js';
@@ -207,7 +207,17 @@ function describeIssues(issues: readonly z.core.$ZodIssue[]): string[] {
  * them while the rest runs.
  */
 export function tlsFileProblems(config: Config): string[] {
-  return [...brokerTlsProblems(config.mqtt), ...webhookTlsProblems(config)];
+  return [...vendorCaProblems(config), ...brokerTlsProblems(config.mqtt), ...webhookTlsProblems(config)];
+}
+
+function vendorCaProblems(config: Config): string[] {
+  if (config.vendor.ca === undefined) return [];
+  try {
+    readCaBundle(config.vendor.ca, 'vendor.ca');
+    return [];
+  } catch (err) {
+    return [errorMessage(err)];
+  }
 }
 
 function webhookTlsProblems(config: Config): string[] {

@@ -62,6 +62,10 @@ const vendor = z.strictObject({
     z.optional(text(z.refine(isProxyUrl, 'must be an http://, https:// or socks5:// URL'))),
     "Outbound proxy to the vendor API (http://[user:password@]host:port); without it, the environment's https_proxy/HTTPS_PROXY (http_proxy for an http:// baseUrl) and no_proxy, as curl reads them",
   ),
+  ca: described(
+    z.optional(text(z.minLength(1))),
+    "PEM file of CA certificates trusted for the vendor besides the usual ones: the CA of a site proxy that inspects TLS, or a vendor's private CA",
+  ),
   pollSeconds: described(z._default(z.number().check(z.minimum(0.2)), 5), 'Chair list poll period in seconds; fractions allowed'),
   requestTimeoutSeconds: described(z._default(positive(z.maximum(120)), 10), 'Deadline of one vendor request'),
   retries: described(z._default(int(z.minimum(0), z.maximum(10)), 2), 'Extra attempts of a failed GET (never of a start)'),

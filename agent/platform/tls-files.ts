@@ -1,5 +1,5 @@
 import { readFileSync, statSync } from 'node:fs';
-import { createSecureContext } from 'node:tls';
+import { createSecureContext, getCACertificates, rootCertificates, type SecureContext } from 'node:tls';
 import { X509Certificate } from 'node:crypto';
 import { AgentError, errorCode, errorMessage } from './errors.js';
 
@@ -90,4 +90,29 @@ export function brokerTlsProblems(files: { ca?: string | undefined; cert?: strin
   const { cert, key } = files;
   if (cert !== undefined && key !== undefined) attempt(() => readTlsPair({ cert, key }, { cert: 'mqtt.cert', key: 'mqtt.key' }));
   return problems;
+}
+
+/** The PEM certificates in a CA file, or TLS_FILES_INVALID naming its config key (unreadable, or none in it). */
+export function readCaBundle(path: string, key: string): string[] {
+  const text = readTlsFile(path, key).toString('utf8');
+  const blocks = text.match(/-----BEGIN CERTIFICATE-----[\s\S]+?-----END CERTIFICATE-----/g) ?? [];
+  for (const pem of blocks) {
+    try {
+      new X509Certificate(pem);
+    } catch {
+      throw new AgentError('TLS_FILES_INVALID', `${key}: ${path} holds a certificate that cannot be read`);
+    }
+  }
+  if (blocks.length === 0) throw new AgentError('TLS_FILES_INVALID', `${key}: ${path} holds no PEM certificate (-----BEGIN CERTIFICATE-----)`);
+  return blocks;
+}
+
+/**
+ * A TLS context that trusts these CAs as well as the ones Node trusts by default (its bundled
+ * list and NODE_EXTRA_CA_CERTS): a `ca` option alone would replace them. Made once, as parsing
+ * some hundred certificates at every new connection would cost milliseconds each on a Pi.
+ */
+export function contextTrusting(extra: readonly string[]): SecureContext {
+  const defaults = typeof getCACertificates === 'function' ? getCACertificates('default') : [...rootCertificates];
+  return createSecureContext({ ca: [...defaults, ...extra] });
 }

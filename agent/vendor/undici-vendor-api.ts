@@ -1,3 +1,4 @@
+import type { SecureContext } from 'node:tls';
 import { Agent, loadProxyAgent, request, type Dispatcher } from './undici-parts.js';
 import { redactUrl } from '../config/redact.js';
 import type { Clock } from '../platform/clock.js';
@@ -29,6 +30,8 @@ export interface VendorClientOptions {
   dispatcher?: Dispatcher;
   /** The outbound proxy to the vendor (vendor.proxy): http(s):// or socks5://, credentials in the URL. */
   proxy?: string | undefined;
+  /** vendor.ca: a TLS context that trusts it besides the usual CAs, and the file, to name it. */
+  trust?: { secureContext: SecureContext; file: string } | undefined;
 }
 
 /** Errors raised before a byte of the request can have reached the vendor. */
@@ -66,7 +69,8 @@ export class UndiciVendorApi implements VendorApi {
   constructor(private readonly opts: VendorClientOptions) {
     this.origin = new URL(opts.baseUrl.endsWith('/') ? opts.baseUrl : `${opts.baseUrl}/`);
     this.ownsDispatcher = !opts.dispatcher;
-    this.dispatcher = opts.dispatcher ?? (opts.proxy ? null : new Agent({ connect: { timeout: opts.timeoutMs }, keepAliveTimeout: 10_000, connections: 4 }));
+    const tls = opts.trust ? { secureContext: opts.trust.secureContext } : {};
+    this.dispatcher = opts.dispatcher ?? (opts.proxy ? null : new Agent({ connect: { timeout: opts.timeoutMs, ...tls }, keepAliveTimeout: 10_000, connections: 4 }));
   }
 
   /**
@@ -82,6 +86,8 @@ export class UndiciVendorApi implements VendorApi {
           uri: this.opts.proxy ?? '',
           proxyTunnel: this.origin.protocol === 'https:',
           connect: { timeout: this.opts.timeoutMs },
+          // TLS to the vendor inside the tunnel (the proxy's own is proxyTls).
+          ...(this.opts.trust ? { requestTls: { secureContext: this.opts.trust.secureContext } } : {}),
           keepAliveTimeout: 10_000,
           connections: 4,
         })),
@@ -130,6 +136,12 @@ export class UndiciVendorApi implements VendorApi {
         );
       }
     }
+  }
+
+  private untrustedReason(): string {
+    return this.opts.trust
+      ? `it is signed by none of the usual CAs nor by ${this.opts.trust.file} (vendor.ca): is that the CA of the site's inspecting proxy?`
+      : "where the site's network inspects TLS (a proxy presenting its own certificate), its CA goes in vendor.ca";
   }
 
   /** The proxy as it may be logged: host and port, any password masked. */
@@ -248,6 +260,10 @@ export class UndiciVendorApi implements VendorApi {
         retryable: true,
       }, err);
     }
+    if (UNTRUSTED_CODES.has(code)) {
+      // Refused in the TLS handshake: not a byte of the request was sent.
+      return new VendorError('VENDOR_UNREACHABLE', `the certificate presented for ${this.origin.host} is not trusted (${code}): ${this.untrustedReason()}`, { retryable: true }, err);
+    }
     const notSent = NOT_SENT_CODES.has(code);
     return new VendorError(
       'VENDOR_UNREACHABLE',
@@ -257,6 +273,12 @@ export class UndiciVendorApi implements VendorApi {
     );
   }
 }
+
+/**
+ * OpenSSL's words for a chain that ends at a CA nobody trusts: what a site proxy that inspects
+ * TLS (it presents its own certificate for the vendor's name) or a private CA causes.
+ */
+const UNTRUSTED_CODES = new Set(['SELF_SIGNED_CERT_IN_CHAIN', 'UNABLE_TO_GET_ISSUER_CERT_LOCALLY', 'UNABLE_TO_VERIFY_LEAF_SIGNATURE', 'DEPTH_ZERO_SELF_SIGNED_CERT']);
 
 function errorText(err: unknown): string {
   return err instanceof Error ? err.message : String(err);

@@ -10,6 +10,7 @@ const HOW: Record<string, string> = {
   'mosquitto clients': 'install mosquitto-clients to run them (sudo apt install mosquitto-clients)',
   tinyproxy: 'install tinyproxy to run them (sudo apt install tinyproxy: a real HTTP proxy to the vendor)',
   squid: 'install squid to run them (sudo apt install squid: the proxy most sites run, with its CONNECT rules)',
+  'squid with ssl-bump': 'install squid-openssl to run them (sudo apt install squid-openssl: a proxy that inspects TLS, as many sites run one)',
   curl: 'install curl to run them (sudo apt install curl)',
   prometheus: 'install prometheus to run them (sudo apt install prometheus: promtool and a real scrape)',
   'gpiod addon': 'they need the GPIO addon, which npm run build makes where a C compiler is (sudo apt install gcc libc6-dev; its "native:" line says what was missing)',

@@ -161,7 +161,9 @@ async function vendorChecks(config: Config): Promise<CheckLine[]> {
     const code = isVendorError(err) ? err.code : 'error';
     const hints: Record<string, string> = {
       VENDOR_UNAUTHORIZED: 'the vendor refused the key: check /etc/chair-agent/credentials/vendor-api-key (or vendor.apiKey)',
-      VENDOR_UNREACHABLE: config.vendor.proxy
+      VENDOR_UNREACHABLE: /is not trusted \(/.test(errorMessage(err))
+        ? `openssl s_client -connect ${new URL(config.vendor.baseUrl).host}${new URL(config.vendor.baseUrl).port ? '' : ':443'}${config.vendor.proxy ? ` -proxy ${new URL(config.vendor.proxy).host}` : ''} -showcerts shows who signed what the box is given; a CA of the site's goes in vendor.ca (PEM, readable by the service)`
+        : config.vendor.proxy
         ? `check vendor.proxy (${redactUrl(config.vendor.proxy)}) and that it lets this box reach ${new URL(config.vendor.baseUrl).host}: curl -I -x <the proxy> <the base URL>`
         : 'check vendor.baseUrl, DNS and the uplink (curl -I the base URL from this box); a site that reaches the internet through a proxy sets vendor.proxy',
       VENDOR_TIMEOUT: 'the vendor is slow or the uplink drops packets; raise vendor.requestTimeoutSeconds if it persists',
@@ -452,7 +454,7 @@ export function webhookCertificateCheck(config: Config, now = Date.now(), servic
 
 /**
  * The files the service reads at start, read as the service: its config (the unit's, when that is
- * the one checked) and the broker's TLS files. A config out of its reach stops it with exit 78,
+ * the one checked), vendor.ca and the broker's TLS files. A config out of its reach stops it with exit 78,
  * which systemd does not restart; a broker file keeps it off the broker (records wait on disk).
  * Every command run as root finds them fine.
  */
@@ -461,6 +463,7 @@ export function serviceFilesCheck(config: Config, path: string, service: Service
   const name = 'access';
   const files: [string, string | undefined][] = [
     ['config', resolve(path) === DEFAULT_CONFIG_PATH ? path : undefined],
+    ['vendor.ca', config.vendor.ca],
     ['mqtt.ca', config.mqtt.ca],
     ['mqtt.cert', config.mqtt.cert],
     ['mqtt.key', config.mqtt.key],
@@ -469,7 +472,12 @@ export function serviceFilesCheck(config: Config, path: string, service: Service
   const hint = `install -o root -g ${service.name} -m 0640 it, or put ${service.name} in the file's group (OPERATIONS.md, "Files the service reads")`;
   for (const [key, file] of read) {
     const problem = unreadableBy(file, service);
-    const cost = key === 'config' ? 'the service would stop at start (exit 78)' : 'the service would run without the broker, its records waiting on disk';
+    const cost =
+      key === 'config'
+        ? 'the service would stop at start (exit 78)'
+        : key === 'vendor.ca'
+          ? "the service would not trust the vendor's certificate through the site's inspecting proxy"
+          : 'the service would run without the broker, its records waiting on disk';
     if (problem) return [{ name, ok: false, detail: `${key}: ${problem}, the service's user: ${cost}`, hint }];
   }
   const key = config.mqtt.key;

@@ -1,0 +1,185 @@
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { chmodSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { connect, type Server } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createServer as createTlsServer } from 'node:tls';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import { build } from '../../agent/build.js';
+import { Simulator } from '../../agent/simulator/simulator.js';
+import { AgentProcess, track } from '../helpers/agent-process.js';
+import { runCli } from '../helpers/cli.js';
+import { TEST_API_KEY, TEST_SECRET, testConfig } from '../helpers/config.js';
+import { memoryLogger } from '../helpers/memory-logger.js';
+import { freePort, waitForPort } from '../helpers/ports.js';
+import { describeWith, has } from '../helpers/tools.js';
+import { waitFor } from '../helpers/wait.js';
+
+// A site whose proxy inspects TLS (airports', malls' and offices' networks): it ends the vendor's
+// TLS itself and presents a certificate for the vendor's name signed by the site's own CA, which
+// the box must trust. The counterpart is Debian's squid-openssl with ssl_bump, as such sites run it.
+
+let dir: string;
+let sim: Simulator;
+/** The vendor over HTTPS, with a certificate from the vendor's CA (a public one, in life). */
+let front: Server;
+let frontPort: number;
+
+const openssl = (args: string[]): void => void spawnSync('openssl', args, { cwd: dir });
+
+beforeAll(async () => {
+  dir = mkdtempSync(join(tmpdir(), 'inspect-'));
+  // squid, started as root, runs as its own user: its logs and certificate database are here.
+  chmodSync(dir, 0o777);
+  sim = new Simulator({ apiKey: TEST_API_KEY, chairs: 2 });
+  await sim.start();
+  if (!has('openssl')) return;
+  const ec = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes'];
+  openssl(['req', '-x509', ...ec, '-days', '2', '-subj', '/CN=vendor-ca', '-keyout', 'vendor-ca.key', '-out', 'vendor-ca.pem']);
+  openssl(['req', ...ec, '-subj', '/CN=localhost', '-keyout', 'vendor.key', '-out', 'vendor.csr']);
+  writeFileSync(join(dir, 'san.ext'), 'subjectAltName=DNS:localhost\n');
+  openssl(['x509', '-req', '-in', 'vendor.csr', '-CA', 'vendor-ca.pem', '-CAkey', 'vendor-ca.key', '-CAcreateserial', '-days', '2', '-extfile', 'san.ext', '-out', 'vendor.pem']);
+  openssl(['req', '-x509', ...ec, '-days', '2', '-subj', '/CN=site-inspection-ca', '-addext', 'basicConstraints=critical,CA:TRUE', '-addext', 'keyUsage=critical,keyCertSign,cRLSign', '-keyout', 'site-ca.key', '-out', 'site-ca.pem']);
+  for (const f of ['vendor-ca.pem', 'vendor.pem', 'vendor.key', 'site-ca.pem', 'site-ca.key']) chmodSync(join(dir, f), 0o644);
+  const simPort = Number(new URL(sim.url).port);
+  front = createTlsServer({ cert: readFileSync(join(dir, 'vendor.pem')), key: readFileSync(join(dir, 'vendor.key')) }, (tls) => {
+    const upstream = connect(simPort, '127.0.0.1');
+    tls.pipe(upstream).pipe(tls);
+    const end = (): void => void (tls.destroy(), upstream.destroy());
+    tls.on('error', end);
+    upstream.on('error', end);
+  });
+  await new Promise<void>((r) => front.listen(0, '127.0.0.1', r));
+  frontPort = (front.address() as { port: number }).port;
+});
+afterAll(async () => {
+  front?.close();
+  await sim?.close();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+function config(name: string, vendor: string): string {
+  const path = join(dir, `${name}.yaml`);
+  writeFileSync(
+    path,
+    `site: {id: inspected}\nvendor: {baseUrl: "https://localhost:${frontPort}", apiKey: ${TEST_API_KEY}, ${vendor}}\nwebhook: {channelSecret: ${TEST_SECRET}}\nhttp: {host: 127.0.0.1, port: 0}\nmqtt: {url: "mqtt://127.0.0.1:1"}\nstorage: {path: ${join(dir, `${name}.db`)}}\ngpio: {driver: sim, chairs: [{deviceId: MC7001, button: 17, led: 27}]}\n`,
+  );
+  return path;
+}
+
+const vendorLine = (stdout: string): string => stdout.split('\n').find((l) => /^(ok|FAIL)\s+vendor API/.test(l)) ?? `(no vendor line)\n${stdout}`;
+
+it('check refuses a vendor.ca with no certificate in it, naming the key (exit 78)', async () => {
+  writeFileSync(join(dir, 'junk.pem'), 'not a certificate\n');
+  const r = await runCli(['check', '--config', config('junk', `ca: ${join(dir, 'junk.pem')}`)]);
+  expect(r.code).toBe(78);
+  expect(r.stderr).toContain(`vendor.ca: ${join(dir, 'junk.pem')} holds no PEM certificate`);
+});
+
+it('a vendor.ca the agent cannot read at start: said once, and the agent runs on (buttons, LEDs and the outbox do not need the vendor)', async () => {
+  const { logger, lines } = memoryLogger('info');
+  const agent = build(testConfig({ vendorUrl: sim.url, brokerUrl: 'mqtt://127.0.0.1:1' }, { vendor: { ca: join(dir, 'missing.pem') } }), { logger });
+  await agent.start();
+  try {
+    expect(lines.filter((l) => l.msg === 'vendor.ca cannot be used: the vendor is reached with the usual CAs only')).toHaveLength(1);
+    // The vendor here is plain HTTP, which vendor.ca does not concern: polling goes on.
+    await waitFor(() => lines.find((l) => l.msg === 'vendor API reachable'), 'the vendor polled');
+  } finally {
+    await agent.stop();
+  }
+});
+
+describeWith('openssl', 'a vendor with a private CA, reached directly', () => {
+  it('vendor.ca trusts it, and the usual CAs still serve (NODE_EXTRA_CA_CERTS added to them, not replaced)', async () => {
+    const bare = await runCli(['doctor', '--config', config('private-bare', 'retries: 0')]);
+    expect(vendorLine(bare.stdout)).toMatch(/is not trusted \(UNABLE_TO_VERIFY_LEAF_SIGNATURE\)/);
+    const trusted = await runCli(['doctor', '--config', config('private', `ca: ${join(dir, 'vendor-ca.pem')}`)]);
+    expect(vendorLine(trusted.stdout)).toMatch(/^ok {4}vendor API .*2 chair\(s\) listed/);
+    // A CA in NODE_EXTRA_CA_CERTS is one of the usual ones: vendor.ca adds to it.
+    const both = await runCli(['doctor', '--config', config('private-extra', `ca: ${join(dir, 'site-ca.pem')}`)], { NODE_EXTRA_CA_CERTS: join(dir, 'vendor-ca.pem') });
+    expect(vendorLine(both.stdout)).toMatch(/^ok {4}vendor API/);
+  });
+});
+
+describeWith(['squid with ssl-bump', 'openssl'], "the vendor through the site's TLS-inspecting proxy (squid-openssl, ssl_bump)", () => {
+  let squid: ChildProcess;
+  let squidPort: number;
+  const access = (): string => {
+    try {
+      return readFileSync(join(dir, 'access.log'), 'utf8');
+    } catch {
+      return '';
+    }
+  };
+  beforeAll(async () => {
+    squidPort = await freePort();
+    const certgen = '/usr/lib/squid/security_file_certgen';
+    spawnSync(certgen, ['-c', '-s', join(dir, 'ssl_db'), '-M', '4MB']);
+    spawnSync('chmod', ['-R', 'a+rwX', join(dir, 'ssl_db')]);
+    const conf = join(dir, 'squid.conf');
+    writeFileSync(
+      conf,
+      [
+        'acl SSL_ports port 443',
+        'acl SSL_ports port 1025-65535',
+        'acl Safe_ports port 443',
+        'acl Safe_ports port 1025-65535',
+        'http_access deny !Safe_ports',
+        'http_access deny CONNECT !SSL_ports',
+        'http_access allow localhost',
+        'http_access deny all',
+        `http_port 127.0.0.1:${squidPort} ssl-bump generate-host-certificates=on dynamic_cert_mem_cache_size=4MB tls-cert=${join(dir, 'site-ca.pem')} tls-key=${join(dir, 'site-ca.key')}`,
+        `sslcrtd_program ${certgen} -s ${join(dir, 'ssl_db')} -M 4MB`,
+        'sslcrtd_children 2 startup=1 idle=1',
+        'acl step1 at_step SslBump1',
+        'ssl_bump peek step1',
+        'ssl_bump bump all',
+        // The vendor's CA is a public one in life; here squid is told it.
+        `tls_outgoing_options cafile=${join(dir, 'vendor-ca.pem')}`,
+        `pid_filename ${join(dir, 'squid.pid')}`,
+        `cache_log ${join(dir, 'cache.log')}`,
+        `access_log stdio:${join(dir, 'access.log')}`,
+        'cache deny all',
+        'pinger_enable off',
+        'shutdown_lifetime 0 seconds',
+        '',
+      ].join('\n'),
+    );
+    squid = spawn(squidPath(), ['-N', '-f', conf], { stdio: 'ignore' });
+    track(squid);
+    await waitForPort(squidPort);
+  });
+  afterAll(() => void squid?.kill());
+
+  it("without vendor.ca: doctor says the certificate is not trusted and where the site's CA goes", async () => {
+    const r = await runCli(['doctor', '--config', config('untrusted', `proxy: "http://127.0.0.1:${squidPort}"`)]);
+    expect(vendorLine(r.stdout)).toMatch(/^FAIL {2}vendor API .*is not trusted \(SELF_SIGNED_CERT_IN_CHAIN\): where the site's network inspects TLS .*its CA goes in vendor\.ca/);
+    expect(r.stdout).toContain(`hint: openssl s_client -connect localhost:${frontPort} -proxy 127.0.0.1:${squidPort} -showcerts`);
+  });
+
+  it('with a vendor.ca that is not the proxy\'s CA: doctor says the file was tried', async () => {
+    const r = await runCli(['doctor', '--config', config('wrong-ca', `proxy: "http://127.0.0.1:${squidPort}", ca: ${join(dir, 'vendor-ca.pem')}`)]);
+    expect(vendorLine(r.stdout)).toContain(`signed by none of the usual CAs nor by ${join(dir, 'vendor-ca.pem')} (vendor.ca)`);
+  });
+
+  it("with the site's CA in vendor.ca, the built agent from the CLI polls and starts a chair through the inspecting proxy", async () => {
+    const path = config('trusted', `proxy: "http://127.0.0.1:${squidPort}", ca: ${join(dir, 'site-ca.pem')}`);
+    expect(vendorLine((await runCli(['doctor', '--config', path])).stdout)).toMatch(/^ok {4}vendor API .*2 chair\(s\) listed/);
+    const agent = AgentProcess.start(['run', '--config', path]);
+    try {
+      const up = await agent.waitForLog((l) => l.msg === 'HTTP listener up', 'listening');
+      await agent.waitForLog((l) => l.msg === 'vendor API reachable', 'the vendor polled through the proxy');
+      const res = await fetch(`http://127.0.0.1:${String(up['port'])}/sim/gpio/17/press`, { method: 'POST' });
+      expect(res.status).toBe(200);
+      await agent.waitForLog((l) => l.msg === 'chair started', 'the start through the proxy');
+      // squid ended the TLS, so it saw the control call itself.
+      await waitFor(() => (access().includes(`POST https://localhost:${frontPort}/api/chair/control`) ? true : undefined), "squid's log of the control call");
+    } finally {
+      expect(await agent.signal('SIGTERM')).toBe(0);
+    }
+  });
+});
+
+function squidPath(): string {
+  return spawnSync('sh', ['-c', 'command -v squid']).stdout?.toString().trim() || '/usr/sbin/squid';
+}
