@@ -9,6 +9,7 @@ import { connectClient, type BrokerEndpoint } from './client-options.js';
 import { brokerTlsProblems, filesSignature } from '../platform/tls-files.js';
 import { overPacketLimit, PACKET_TOO_LARGE } from './packet-size.js';
 import { IDENTIFIER_FIX, isKeepaliveSuspect, keepaliveFix, shorterKeepalive } from './keepalive-refusal.js';
+import { brokerErrorText, INSPECTION_FIX } from './proxy-tunnel.js';
 import './lenient-acks.js';
 import { BrokerError, type Broker, type BrokerEvents, type InboundMessage, type PublishOptions, type SubscribeOptions } from './broker.js';
 
@@ -189,7 +190,7 @@ export class MqttBroker extends EventEmitter<BrokerEvents> implements Broker {
       this.lastDisconnectLogged = code;
     });
     client.on('error', (err) => {
-      const text = errorMessage(err);
+      const text = brokerErrorText(err, o.proxy);
       this.attemptErrored = true;
       const suspect = !client.connected && !this.keepaliveExhausted && isKeepaliveSuspect(err, o.protocolVersion);
       if (suspect) this.keepaliveRefused = true;
@@ -321,7 +322,7 @@ export class MqttBroker extends EventEmitter<BrokerEvents> implements Broker {
     if (this.silentCloses !== SILENT_CLOSES_WARNED) return;
     const v311 = this.opts.protocolVersion === 4;
     // Through a proxy the tunnel may be what closes (a proxy that says 200 and cannot reach the broker).
-    const proxied = this.opts.proxy ? '; or the proxy (mqtt.proxy) closes the tunnel: its log says so' : '';
+    const proxied = this.opts.proxy ? `; or the proxy (mqtt.proxy) closes the tunnel, as its log says: ${INSPECTION_FIX}` : '';
     this.opts.logger.warn(
       {
         broker: this.description,

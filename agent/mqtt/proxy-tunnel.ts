@@ -3,7 +3,8 @@ import { createRequire } from 'node:module';
 import { isIP, type Socket } from 'node:net';
 import { Duplex } from 'node:stream';
 import { connect as tlsConnect, type ConnectionOptions } from 'node:tls';
-import { AgentError } from '../platform/errors.js';
+import { AgentError, errorCode, errorMessage } from '../platform/errors.js';
+import { UNTRUSTED_CHAIN_CODES } from '../platform/tls-files.js';
 import { redactUrl } from '../config/redact.js';
 
 /**
@@ -12,6 +13,20 @@ import { redactUrl } from '../config/redact.js';
  * usually to port 443 only (squid's and tinyproxy's defaults), which is why a central broker for
  * such sites listens with wss:// (or mqtts://) on 443.
  */
+
+/**
+ * What a proxy that inspects TLS does to a broker connection: it presents its own certificate
+ * (an untrusted chain) or, trusted, finds MQTT where it expects HTTP and drops it.
+ */
+export const INSPECTION_FIX = "a proxy that inspects TLS cannot carry MQTT: have it pass the broker's host through untouched (an inspection exception; squid: ssl_bump splice)";
+
+/** A broker connection's error as the log and doctor say it: through a proxy, an untrusted chain is most likely its inspection. */
+export function brokerErrorText(err: unknown, proxy: string | undefined): string {
+  const code = errorCode(err);
+  if (proxy !== undefined && code !== undefined && UNTRUSTED_CHAIN_CODES.has(code))
+    return `the certificate presented for the broker is not trusted (${code}): through mqtt.proxy, most likely the proxy inspecting TLS with a certificate of its own; ${INSPECTION_FIX}`;
+  return errorMessage(err);
+}
 
 /** The proxy answered the CONNECT with something other than 200, or not at all. */
 export class ProxyError extends AgentError {}

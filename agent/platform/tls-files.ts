@@ -116,3 +116,14 @@ export function contextTrusting(extra: readonly string[]): SecureContext {
   const defaults = typeof getCACertificates === 'function' ? getCACertificates('default') : [...rootCertificates];
   return createSecureContext({ ca: [...defaults, ...extra] });
 }
+
+/**
+ * OpenSSL's words for a chain that ends at a CA nobody trusts: what a private CA causes, or a
+ * site proxy that inspects TLS (it presents its own certificate for the name asked for).
+ */
+export const UNTRUSTED_CHAIN_CODES: ReadonlySet<string> = new Set([
+  'SELF_SIGNED_CERT_IN_CHAIN',
+  'UNABLE_TO_GET_ISSUER_CERT_LOCALLY',
+  'UNABLE_TO_VERIFY_LEAF_SIGNATURE',
+  'DEPTH_ZERO_SELF_SIGNED_CERT',
+]);

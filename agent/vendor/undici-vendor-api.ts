@@ -1,4 +1,5 @@
 import type { SecureContext } from 'node:tls';
+import { UNTRUSTED_CHAIN_CODES } from '../platform/tls-files.js';
 import { Agent, loadProxyAgent, request, type Dispatcher } from './undici-parts.js';
 import { redactUrl } from '../config/redact.js';
 import type { Clock } from '../platform/clock.js';
@@ -260,7 +261,7 @@ export class UndiciVendorApi implements VendorApi {
         retryable: true,
       }, err);
     }
-    if (UNTRUSTED_CODES.has(code)) {
+    if (UNTRUSTED_CHAIN_CODES.has(code)) {
       // Refused in the TLS handshake: not a byte of the request was sent.
       return new VendorError('VENDOR_UNREACHABLE', `the certificate presented for ${this.origin.host} is not trusted (${code}): ${this.untrustedReason()}`, { retryable: true }, err);
     }
@@ -273,12 +274,6 @@ export class UndiciVendorApi implements VendorApi {
     );
   }
 }
-
-/**
- * OpenSSL's words for a chain that ends at a CA nobody trusts: what a site proxy that inspects
- * TLS (it presents its own certificate for the vendor's name) or a private CA causes.
- */
-const UNTRUSTED_CODES = new Set(['SELF_SIGNED_CERT_IN_CHAIN', 'UNABLE_TO_GET_ISSUER_CERT_LOCALLY', 'UNABLE_TO_VERIFY_LEAF_SIGNATURE', 'DEPTH_ZERO_SELF_SIGNED_CERT']);
 
 function errorText(err: unknown): string {
   return err instanceof Error ? err.message : String(err);

@@ -3,6 +3,7 @@ import { accessSync, constants, existsSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import type { MqttClient } from 'mqtt';
 import { brokerAddress, connectClient } from '../../mqtt/client-options.js';
+import { brokerErrorText } from '../../mqtt/proxy-tunnel.js';
 import { IDENTIFIER_FIX, isKeepaliveSuspect, keepaliveFix, shorterKeepalive } from '../../mqtt/keepalive-refusal.js';
 import { buttonBias } from '../../gpio/gpio-from-config.js';
 import { vendorFromConfig } from '../../vendor/vendor-from-config.js';
@@ -178,9 +179,12 @@ async function vendorChecks(config: Config): Promise<CheckLine[]> {
 
 function brokerHint(message: string, config: Config): string {
   const proxy = config.mqtt.proxy;
+  const { hostname, port } = brokerAddress(config.mqtt.url);
+  const target = `${hostname.includes(':') ? `[${hostname}]` : hostname}:${port}`;
+  const exempt = `ask the site's IT to exempt ${target} from TLS inspection (squid: acl broker ssl::server_name ${hostname}, then ssl_bump splice broker before its bump rule)`;
+  if (proxy && /not trusted \(/.test(message)) return exempt;
+  if (proxy && /^closed$|timed out|connack timeout/.test(message)) return `if the proxy's log shows the CONNECT accepted and then an error, it inspects TLS, which cannot carry MQTT: ${exempt}`;
   if (proxy && /^the proxy /.test(message)) {
-    const { hostname, port } = brokerAddress(config.mqtt.url);
-    const target = `${hostname.includes(':') ? `[${hostname}]` : hostname}:${port}`;
     return `check mqtt.proxy (${redactUrl(proxy)}) and that it opens a tunnel to ${target}: curl -v -p -x <the proxy> telnet://${target}`;
   }
   if (/ECONNREFUSED/.test(message)) return 'nothing listens there: is Mosquitto running (systemctl status mosquitto)? check mqtt.url host and port';
@@ -283,7 +287,8 @@ function brokerCheck(config: Config, timeoutMs: number, keepalive = config.mqtt.
     });
     client.on('error', (err) => {
       if (!isKeepaliveSuspect(err, m.protocolVersion)) {
-        finish([{ name, ok: false, detail: `${where}: ${errorMessage(err)}`, hint: brokerHint(errorMessage(err), config) }]);
+        const text = brokerErrorText(err, m.proxy);
+        finish([{ name, ok: false, detail: `${where}: ${text}`, hint: brokerHint(text, config) }]);
         return;
       }
       const next = shorterKeepalive(keepalive);

@@ -8,6 +8,7 @@ import { afterAll, beforeAll, expect, it } from 'vitest';
 import { build } from '../../agent/build.js';
 import { Simulator } from '../../agent/simulator/simulator.js';
 import { AgentProcess, track } from '../helpers/agent-process.js';
+import { startBroker } from '../helpers/broker.js';
 import { runCli } from '../helpers/cli.js';
 import { TEST_API_KEY, TEST_SECRET, testConfig } from '../helpers/config.js';
 import { memoryLogger } from '../helpers/memory-logger.js';
@@ -101,55 +102,76 @@ describeWith('openssl', 'a vendor with a private CA, reached directly', () => {
   });
 });
 
-describeWith(['squid with ssl-bump', 'openssl'], "the vendor through the site's TLS-inspecting proxy (squid-openssl, ssl_bump)", () => {
-  let squid: ChildProcess;
-  let squidPort: number;
+interface Squid {
+  port: number;
+  access: () => string;
+  child: ChildProcess;
+}
+
+/**
+ * squid-openssl inspecting every tunnel, as a site's does: it ends the TLS and presents a
+ * certificate signed by the site's CA. `splice` names server names it lets through untouched.
+ */
+async function startInspectingSquid(name: string, splice: string[] = []): Promise<Squid> {
+  const port = await freePort();
+  const certgen = '/usr/lib/squid/security_file_certgen';
+  const db = join(dir, `${name}-ssl_db`);
+  spawnSync(certgen, ['-c', '-s', db, '-M', '4MB']);
+  spawnSync('chmod', ['-R', 'a+rwX', db]);
+  const conf = join(dir, `${name}.conf`);
+  const accessLog = join(dir, `${name}-access.log`);
+  writeFileSync(
+    conf,
+    [
+      'acl SSL_ports port 443',
+      'acl SSL_ports port 1025-65535',
+      'acl Safe_ports port 443',
+      'acl Safe_ports port 1025-65535',
+      'http_access deny !Safe_ports',
+      'http_access deny CONNECT !SSL_ports',
+      'http_access allow localhost',
+      'http_access deny all',
+      `http_port 127.0.0.1:${port} ssl-bump generate-host-certificates=on dynamic_cert_mem_cache_size=4MB tls-cert=${join(dir, 'site-ca.pem')} tls-key=${join(dir, 'site-ca.key')}`,
+      `sslcrtd_program ${certgen} -s ${db} -M 4MB`,
+      'sslcrtd_children 2 startup=1 idle=1',
+      'acl step1 at_step SslBump1',
+      'ssl_bump peek step1',
+      // The exception doctor tells a site's IT to make for the broker.
+      ...(splice.length > 0 ? [`acl broker ssl::server_name ${splice.join(' ')}`, 'ssl_bump splice broker'] : []),
+      'ssl_bump bump all',
+      // The vendor's CA is a public one in life; here squid is told it.
+      `tls_outgoing_options cafile=${join(dir, 'vendor-ca.pem')}`,
+      `pid_filename ${join(dir, `${name}.pid`)}`,
+      `cache_log ${join(dir, `${name}-cache.log`)}`,
+      `access_log stdio:${accessLog}`,
+      'cache deny all',
+      'pinger_enable off',
+      'shutdown_lifetime 0 seconds',
+      '',
+    ].join('\n'),
+  );
+  const child = spawn(squidPath(), ['-N', '-f', conf], { stdio: 'ignore' });
+  track(child);
+  await waitForPort(port);
   const access = (): string => {
     try {
-      return readFileSync(join(dir, 'access.log'), 'utf8');
+      return readFileSync(accessLog, 'utf8');
     } catch {
       return '';
     }
   };
+  return { port, access, child };
+}
+
+describeWith(['squid with ssl-bump', 'openssl'], "the vendor through the site's TLS-inspecting proxy (squid-openssl, ssl_bump)", () => {
+  let squid: Squid;
+  let squidPort: number;
+  const access = (): string => squid.access();
   beforeAll(async () => {
-    squidPort = await freePort();
-    const certgen = '/usr/lib/squid/security_file_certgen';
-    spawnSync(certgen, ['-c', '-s', join(dir, 'ssl_db'), '-M', '4MB']);
-    spawnSync('chmod', ['-R', 'a+rwX', join(dir, 'ssl_db')]);
-    const conf = join(dir, 'squid.conf');
-    writeFileSync(
-      conf,
-      [
-        'acl SSL_ports port 443',
-        'acl SSL_ports port 1025-65535',
-        'acl Safe_ports port 443',
-        'acl Safe_ports port 1025-65535',
-        'http_access deny !Safe_ports',
-        'http_access deny CONNECT !SSL_ports',
-        'http_access allow localhost',
-        'http_access deny all',
-        `http_port 127.0.0.1:${squidPort} ssl-bump generate-host-certificates=on dynamic_cert_mem_cache_size=4MB tls-cert=${join(dir, 'site-ca.pem')} tls-key=${join(dir, 'site-ca.key')}`,
-        `sslcrtd_program ${certgen} -s ${join(dir, 'ssl_db')} -M 4MB`,
-        'sslcrtd_children 2 startup=1 idle=1',
-        'acl step1 at_step SslBump1',
-        'ssl_bump peek step1',
-        'ssl_bump bump all',
-        // The vendor's CA is a public one in life; here squid is told it.
-        `tls_outgoing_options cafile=${join(dir, 'vendor-ca.pem')}`,
-        `pid_filename ${join(dir, 'squid.pid')}`,
-        `cache_log ${join(dir, 'cache.log')}`,
-        `access_log stdio:${join(dir, 'access.log')}`,
-        'cache deny all',
-        'pinger_enable off',
-        'shutdown_lifetime 0 seconds',
-        '',
-      ].join('\n'),
-    );
-    squid = spawn(squidPath(), ['-N', '-f', conf], { stdio: 'ignore' });
-    track(squid);
-    await waitForPort(squidPort);
+    squid = await startInspectingSquid('squid');
+    squidPort = squid.port;
   });
-  afterAll(() => void squid?.kill());
+  afterAll(() => void squid?.child.kill());
 
   it("without vendor.ca: doctor says the certificate is not trusted and where the site's CA goes", async () => {
     const r = await runCli(['doctor', '--config', config('untrusted', `proxy: "http://127.0.0.1:${squidPort}"`)]);
@@ -183,3 +205,40 @@ describeWith(['squid with ssl-bump', 'openssl'], "the vendor through the site's 
 function squidPath(): string {
   return spawnSync('sh', ['-c', 'command -v squid']).stdout?.toString().trim() || '/usr/sbin/squid';
 }
+
+describeWith(['squid with ssl-bump', 'mosquitto', 'openssl'], "the broker through the site's TLS-inspecting proxy", () => {
+  it('inspected, the broker is said to be behind the inspection and doctor says which exception to ask for; with squid splicing the broker\'s name as told, the agent connects', async () => {
+    // The broker's certificate (localhost), from a CA of its own: the centre's.
+    const brokerPort = await freePort();
+    const broker = await startBroker({
+      listener: (p) => `listener ${p} 127.0.0.1\nallow_anonymous true\nlistener ${brokerPort} 127.0.0.1\ncertfile ${join(dir, 'vendor.pem')}\nkeyfile ${join(dir, 'vendor.key')}`,
+    });
+    const inspecting = await startInspectingSquid('squid-broker');
+    const path = join(dir, 'broker.yaml');
+    const write = (proxyPort: number): void =>
+      writeFileSync(
+        path,
+        `site: {id: inspected-broker}\nvendor: {baseUrl: "${sim.url}", apiKey: ${TEST_API_KEY}}\nwebhook: {channelSecret: ${TEST_SECRET}}\nhttp: {host: 127.0.0.1, port: 0}\nmqtt: {url: "mqtts://localhost:${brokerPort}", ca: ${join(dir, 'vendor-ca.pem')}, proxy: "http://127.0.0.1:${proxyPort}"}\nstorage: {path: ${join(dir, 'broker.db')}}\n`,
+      );
+    try {
+      write(inspecting.port);
+      const r = await runCli(['doctor', '--config', path]);
+      const line = r.stdout.split('\n').find((l) => /^(ok|FAIL)\s+broker/.test(l)) ?? r.stdout;
+      expect(line).toMatch(/^FAIL {2}broker .*not trusted \(SELF_SIGNED_CERT_IN_CHAIN\): through mqtt\.proxy, most likely the proxy inspecting TLS/);
+      expect(r.stdout).toContain(`hint: ask the site's IT to exempt localhost:${brokerPort} from TLS inspection (squid: acl broker ssl::server_name localhost, then ssl_bump splice broker before its bump rule)`);
+    } finally {
+      inspecting.child.kill();
+    }
+    const splicing = await startInspectingSquid('squid-splice', ['localhost']);
+    write(splicing.port);
+    const agent = AgentProcess.start(['run', '--config', path]);
+    try {
+      await agent.waitForLog((l) => l.msg === 'connected to the broker', 'connected through the splicing proxy');
+      expect(agent.lines.filter((l) => l.msg === 'broker connection error')).toEqual([]);
+    } finally {
+      expect(await agent.signal('SIGTERM')).toBe(0);
+      splicing.child.kill();
+      await broker.stop();
+    }
+  });
+});
