@@ -19,6 +19,7 @@ import { BridgeRequests } from './mqtt/bridge-requests.js';
 import { HaDiscovery } from './mqtt/ha-discovery.js';
 import { StartCorrelation, StartCorrelationFeed } from './start/start-correlation.js';
 import { StatusPage } from './http/status-page.js';
+import { clientAddressFrom } from './http/client-address.js';
 import { TransactionSync } from './vendor/transaction-sync.js';
 import { OutboxPublisher } from './delivery/outbox-publisher.js';
 import { Retention } from './store/retention.js';
@@ -232,6 +233,7 @@ export function build(config: Config, deps: AgentDeps): Agent {
     indicators,
     logger: child('status-page'),
     httpRefusals: http.refusals,
+    clientAddress: clientAddressFrom(config.http.trustedProxies),
   });
   statusPage.routes(http);
   const webhookCommits = new GroupCommit(outbox, 'webhook', clock, annotate);

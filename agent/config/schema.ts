@@ -2,6 +2,7 @@ import * as z from 'zod/mini';
 import { en } from 'zod/locales';
 import { validateDetailed } from 'node-cron';
 import { isValidTimeZone } from '../time/vendor-time.js';
+import { isAddressOrRange } from '../http/client-address.js';
 
 /**
  * The configuration file, as one schema. The TypeScript type, the defaults, the validation and
@@ -143,6 +144,10 @@ const http = z.strictObject({
     'A connection silent this long is closed (also one that never sends a byte)',
   ),
   maxConnections: described(z._default(int(z.minimum(4), z.maximum(10_000)), 64), 'Connections open at once; more are closed as they arrive'),
+  trustedProxies: described(
+    z._default(z.array(text(z.refine(isAddressOrRange, 'must be an IP address or a CIDR range (192.168.1.5, 10.0.0.0/8)'))), []),
+    "The site's reverse proxies in front of the status page (nginx): from them, the client is read from X-Forwarded-For, so viewers and failed tokens are counted per client",
+  ),
   adminToken: described(
     z.optional(text(z.minLength(16, 'must be at least 16 characters'))),
     'Unlocks starting a chair and the LED walk on the status page; or env CHAIR_AGENT_ADMIN_TOKEN, or systemd credential admin-token',

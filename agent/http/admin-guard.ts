@@ -1,5 +1,6 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
+import type { ClientAddress } from './client-address.js';
 
 /** Wrong tokens from one address within a window before it is refused outright (429). */
 const MAX_FAILURES = 10;
@@ -21,6 +22,7 @@ export class AdminGuard {
   constructor(
     token: string | undefined,
     private readonly now: () => number,
+    private readonly clientOf: ClientAddress = (req) => req.socket.remoteAddress ?? '?',
   ) {
     this.digest = token ? createHash('sha256').update(token).digest() : null;
   }
@@ -31,7 +33,7 @@ export class AdminGuard {
 
   check(req: IncomingMessage): AdminVerdict {
     if (!this.digest) return { ok: false, status: 403 };
-    const remote = req.socket.remoteAddress ?? '?';
+    const remote = this.clientOf(req);
     const now = this.now();
     const seen = this.failures.get(remote);
     if (seen && now - seen.since >= WINDOW_MS) this.failures.delete(remote);

@@ -1,6 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Clock, Timer } from '../platform/clock.js';
 import { sendJson } from './body.js';
+import type { ClientAddress } from './client-address.js';
 
 export interface EventStreamLimits {
   /** Streams open at once; one more is answered 503 (the Pi is not a web server). */
@@ -31,6 +32,7 @@ export class EventStreams {
     private readonly limits: EventStreamLimits,
     private readonly clock: Clock,
     private readonly onDrop: (remote: string, why: string) => void = () => undefined,
+    private readonly clientOf: ClientAddress = (req) => req.socket.remoteAddress ?? '?',
   ) {}
 
   get size(): number {
@@ -39,7 +41,7 @@ export class EventStreams {
 
   /** Opens a stream on this request with its first event, or answers 503 when over a limit. */
   open(req: IncomingMessage, res: ServerResponse, first: string): boolean {
-    const remote = req.socket.remoteAddress ?? '?';
+    const remote = this.clientOf(req);
     if (this.streams.size >= this.limits.max) {
       sendJson(res, 503, { error: `at most ${this.limits.max} viewers at once` }, { 'retry-after': '30' });
       return false;
@@ -51,7 +53,9 @@ export class EventStreams {
     // A stream is quiet between changes: the listener's idle timeout must not cut it (the
     // heartbeat, the lifetime and the backlog limit bound it instead).
     req.socket.setTimeout(0);
-    res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-store', connection: 'keep-alive' });
+    // x-accel-buffering: nginx in front (the site's reverse proxy) would otherwise hold events
+    // back until its buffer fills, and the page would not update.
+    res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-store', connection: 'keep-alive', 'x-accel-buffering': 'no' });
     const stream: Stream = {
       res,
       remote,

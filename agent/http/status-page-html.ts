@@ -88,7 +88,7 @@ section h3 { font-size: .95rem; margin: .5rem 0; }
     render();
     if (!token()) { say('enter the admin token to start chairs from this page'); return; }
     try {
-      const res = await fetch('/api/admin/check', { method: 'POST', headers: { authorization: 'Bearer ' + token() } });
+      const res = await fetch('api/admin/check', { method: 'POST', headers: { authorization: 'Bearer ' + token() } });
       unlocked = res.ok;
       if (res.ok) { sessionStorage.setItem('chair-agent-token', token()); say('token accepted: actions enabled'); }
       else { sessionStorage.removeItem('chair-agent-token'); say('token refused (' + res.status + (res.status === 429 ? ': too many tries, wait ' + (res.headers.get('retry-after') || 60) + ' s' : '') + ')'); }
@@ -111,7 +111,7 @@ section h3 { font-size: .95rem; margin: .5rem 0; }
       say(res.ok ? what + ': done' : what + ': refused (' + res.status + (body.error ? ', ' + body.error : '') + ')');
     } catch (e) { say(what + ': failed (' + e + ')'); }
   }
-  $('walk').addEventListener('click', () => act('/api/leds/walk', 'LED walk'));
+  $('walk').addEventListener('click', () => act('api/leds/walk', 'LED walk'));
 
   function render() {
     if (!snap) return;
@@ -146,7 +146,7 @@ section h3 { font-size: .95rem; margin: .5rem 0; }
         b.title = unlocked ? '' : 'enter the admin token first';
         b.addEventListener('click', () => {
           const minutes = Number($('minutes').value);
-          act('/api/chairs/' + encodeURIComponent(c.deviceId) + '/start', 'Start ' + c.deviceId + ' (' + minutes + ' min)', { minutes });
+          act('api/chairs/' + encodeURIComponent(c.deviceId) + '/start', 'Start ' + c.deviceId + ' (' + minutes + ' min)', { minutes });
         });
         card.append(b);
       }
@@ -164,7 +164,8 @@ section h3 { font-size: .95rem; margin: .5rem 0; }
   }
 
   function connect() {
-    const es = new EventSource('/events');
+    // Relative URLs throughout: the site's reverse proxy may serve the page under a path (/chairs/).
+    const es = new EventSource('events');
     es.addEventListener('snapshot', (e) => { snap = JSON.parse(e.data); receivedAt = Date.now(); $('live').textContent = 'live'; render(); });
     es.onerror = () => { $('live').textContent = 'reconnecting...'; };
   }

@@ -12,6 +12,7 @@ import type { StartOutcome, StartService } from '../start/start-service.js';
 import { agentVersion } from '../platform/version.js';
 import { parseJsonBody, readBody, sendJson, sendText } from './body.js';
 import { AdminGuard } from './admin-guard.js';
+import type { ClientAddress } from './client-address.js';
 import { EventStreams } from './event-streams.js';
 import type { RefusalLog } from './refusal-log.js';
 import type { HttpListener } from './listener.js';
@@ -48,6 +49,8 @@ export interface StatusPageDeps extends StatusSources {
   logger: Logger;
   /** The listener's refusal log: admin-token refusals are summed up with the others. */
   httpRefusals: RefusalLog;
+  /** Who a request is from (http.trustedProxies: behind the site's reverse proxy, X-Forwarded-For). */
+  clientAddress?: ClientAddress;
 }
 
 /** Live viewers: how many, per address, how long, how far behind (event-streams.ts). */
@@ -71,8 +74,8 @@ export class StatusPage implements Component {
   private readonly admin: AdminGuard;
 
   constructor(private readonly deps: StatusPageDeps) {
-    this.admin = new AdminGuard(deps.adminToken, () => deps.clock.monotonic());
-    this.viewers = new EventStreams(STREAM_LIMITS, deps.clock, (remote, why) => deps.logger.debug({ remote, why }, 'status page viewer dropped'));
+    this.admin = new AdminGuard(deps.adminToken, () => deps.clock.monotonic(), deps.clientAddress);
+    this.viewers = new EventStreams(STREAM_LIMITS, deps.clock, (remote, why) => deps.logger.debug({ remote, why }, 'status page viewer dropped'), deps.clientAddress);
   }
 
   /** The page's routes; registered once, served while the listener runs. */

@@ -11,6 +11,7 @@ const HOW: Record<string, string> = {
   tinyproxy: 'install tinyproxy to run them (sudo apt install tinyproxy: a real HTTP proxy to the vendor)',
   squid: 'install squid to run them (sudo apt install squid: the proxy most sites run, with its CONNECT rules)',
   'squid with ssl-bump': 'install squid-openssl to run them (sudo apt install squid-openssl: a proxy that inspects TLS, as many sites run one)',
+  nginx: 'install nginx to run them (sudo apt install nginx: the reverse proxy a site puts in front of the status page)',
   curl: 'install curl to run them (sudo apt install curl)',
   prometheus: 'install prometheus to run them (sudo apt install prometheus: promtool and a real scrape)',
   'gpiod addon': 'they need the GPIO addon, which npm run build makes where a C compiler is (sudo apt install gcc libc6-dev; its "native:" line says what was missing)',

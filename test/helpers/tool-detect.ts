@@ -9,7 +9,7 @@ import { mosquittoPath } from '../../bench/lib/broker.js';
  * reporter counts into one line at the end of the run ("N tests skipped: install mosquitto to
  * run them"). Nothing fails for a missing tool.
  */
-export type Tool = 'mosquitto' | 'mosquitto 2.0.12 or later' | 'mosquitto with websockets' | 'tinyproxy' | 'squid' | 'squid with ssl-bump' | 'mosquitto clients' | 'curl' | 'prometheus' | 'gpiod addon' | 'systemd' | 'python3' | 'chromium' | 'rabbitmq' | 'root' | 'a Node.js older than 22' | 'prlimit' | 'openssl';
+export type Tool = 'mosquitto' | 'mosquitto 2.0.12 or later' | 'mosquitto with websockets' | 'tinyproxy' | 'squid' | 'squid with ssl-bump' | 'nginx' | 'mosquitto clients' | 'curl' | 'prometheus' | 'gpiod addon' | 'systemd' | 'python3' | 'chromium' | 'rabbitmq' | 'root' | 'a Node.js older than 22' | 'prlimit' | 'openssl';
 
 const onPath = (cmd: string): boolean => spawnSync('sh', ['-c', `command -v ${cmd}`], { stdio: 'ignore' }).status === 0;
 
@@ -28,6 +28,7 @@ const detect: Record<Tool, () => boolean> = {
   tinyproxy: () => onPath('tinyproxy'),
   // Debian puts it in /usr/sbin, which a user's PATH may not hold.
   squid: () => onPath('squid') || existsSync('/usr/sbin/squid'),
+  nginx: () => existsSync('/usr/sbin/nginx'),
   // Debian's squid-openssl (which replaces squid): TLS inspection needs its certificate generator.
   'squid with ssl-bump': () => existsSync('/usr/lib/squid/security_file_certgen') && /--with-openssl/.test(spawnSync('/usr/sbin/squid', ['-v'], { encoding: 'utf8' }).stdout ?? ''),
   prometheus: () => onPath('prometheus') && onPath('promtool'),
