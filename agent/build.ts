@@ -234,6 +234,7 @@ export function build(config: Config, deps: AgentDeps): Agent {
     logger: child('status-page'),
     httpRefusals: http.refusals,
     clientAddress: clientAddressFrom(config.http.trustedProxies),
+    embedOrigins: config.http.embedOrigins,
   });
   statusPage.routes(http);
   const webhookCommits = new GroupCommit(outbox, 'webhook', clock, annotate);

@@ -43,6 +43,15 @@ const urlWith =
     }
   };
 const isHttpUrl = urlWith('http:', 'https:');
+/** An origin as CSP's frame-ancestors names one: scheme, host, port, and nothing after. */
+const isWebOrigin = (value: string): boolean => {
+  try {
+    const u = new URL(value);
+    return (u.protocol === 'http:' || u.protocol === 'https:') && u.origin === value.replace(/\/$/, '') && !/[\s;,']/.test(value);
+  } catch {
+    return false;
+  }
+};
 const isProxyUrl = urlWith('http:', 'https:', 'socks5:');
 const isTunnelProxyUrl = urlWith('http:', 'https:');
 // ws:// and wss:// for a broker reached only through a web port (a firewall that lets 443 out).
@@ -147,6 +156,10 @@ const http = z.strictObject({
   trustedProxies: described(
     z._default(z.array(text(z.refine(isAddressOrRange, 'must be an IP address or a CIDR range (192.168.1.5, 10.0.0.0/8)'))), []),
     "The site's reverse proxies in front of the status page (nginx): from them, the client is read from X-Forwarded-For, so viewers and failed tokens are counted per client",
+  ),
+  embedOrigins: described(
+    z._default(z.array(text(z.refine(isWebOrigin, 'must be an origin: http:// or https://, a host and an optional port, no path (https://ha.example.com:8123)'))), []),
+    "Sites that may show the status page in a frame (a Home Assistant dashboard's webpage card, a signage player); by default none may",
   ),
   adminToken: described(
     z.optional(text(z.minLength(16, 'must be at least 16 characters'))),

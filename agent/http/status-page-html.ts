@@ -82,7 +82,10 @@ section h3 { font-size: .95rem; margin: .5rem 0; }
   // Actions are enabled only once the server has accepted the token (POST /api/admin/check).
   let unlocked = false;
   const token = () => $('token').value.trim();
-  $('token').value = sessionStorage.getItem('chair-agent-token') || '';
+  // The tab remembers the token. In another site's frame (a dashboard's webpage card) a browser
+  // that blocks third-party storage throws on sessionStorage itself: the page works on without it.
+  const kept = (act) => { try { return act(sessionStorage); } catch { return null; } };
+  $('token').value = kept((s) => s.getItem('chair-agent-token')) || '';
   async function unlock() {
     unlocked = false;
     render();
@@ -90,8 +93,8 @@ section h3 { font-size: .95rem; margin: .5rem 0; }
     try {
       const res = await fetch('api/admin/check', { method: 'POST', headers: { authorization: 'Bearer ' + token() } });
       unlocked = res.ok;
-      if (res.ok) { sessionStorage.setItem('chair-agent-token', token()); say('token accepted: actions enabled'); }
-      else { sessionStorage.removeItem('chair-agent-token'); say('token refused (' + res.status + (res.status === 429 ? ': too many tries, wait ' + (res.headers.get('retry-after') || 60) + ' s' : '') + ')'); }
+      if (res.ok) { kept((s) => s.setItem('chair-agent-token', token())); say('token accepted: actions enabled'); }
+      else { kept((s) => s.removeItem('chair-agent-token')); say('token refused (' + res.status + (res.status === 429 ? ': too many tries, wait ' + (res.headers.get('retry-after') || 60) + ' s' : '') + ')'); }
     } catch (e) { say('cannot check the token (' + e + ')'); }
     render();
   }

@@ -29,14 +29,19 @@ const LED_WALK_MS = 800;
 
 /**
  * The page is self-contained (inline style and script, no other origin): nothing else may load,
- * and no other site may frame it (a click on Start under someone else's page).
+ * and no other site may frame it (a click on Start under someone else's page), but the ones
+ * http.embedOrigins names (a Home Assistant dashboard's webpage card, a signage player).
  */
-const PAGE_HEADERS = {
-  'content-security-policy': "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
-  'x-frame-options': 'DENY',
-  'x-content-type-options': 'nosniff',
-  'referrer-policy': 'no-referrer',
-};
+export function pageHeaders(embedOrigins: readonly string[]): Record<string, string> {
+  const ancestors = embedOrigins.length === 0 ? "'none'" : ["'self'", ...embedOrigins.map((o) => new URL(o).origin)].join(' ');
+  return {
+    'content-security-policy': `default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors ${ancestors}`,
+    // X-Frame-Options cannot name an origin: browsers that read CSP go by frame-ancestors.
+    ...(embedOrigins.length === 0 ? { 'x-frame-options': 'DENY' } : {}),
+    'x-content-type-options': 'nosniff',
+    'referrer-policy': 'no-referrer',
+  };
+}
 
 export interface StatusPageDeps extends StatusSources {
   /** http.adminToken: unlocks the page's actions. */
@@ -51,6 +56,8 @@ export interface StatusPageDeps extends StatusSources {
   httpRefusals: RefusalLog;
   /** Who a request is from (http.trustedProxies: behind the site's reverse proxy, X-Forwarded-For). */
   clientAddress?: ClientAddress;
+  /** http.embedOrigins: the sites that may show the page in a frame. */
+  embedOrigins?: readonly string[];
 }
 
 /** Live viewers: how many, per address, how long, how far behind (event-streams.ts). */
@@ -80,7 +87,8 @@ export class StatusPage implements Component {
 
   /** The page's routes; registered once, served while the listener runs. */
   routes(http: HttpListener): void {
-    http.route('GET', '/', (_req, res) => sendText(res, 200, STATUS_PAGE_HTML, 'text/html; charset=utf-8', PAGE_HEADERS));
+    const headers = pageHeaders(this.deps.embedOrigins ?? []);
+    http.route('GET', '/', (_req, res) => sendText(res, 200, STATUS_PAGE_HTML, 'text/html; charset=utf-8', headers));
     http.route('GET', '/api/status', (_req, res) => sendJson(res, 200, this.snapshot()));
     http.route('GET', '/events', (req, res) => this.subscribe(req, res), 'stream');
     http.route('POST', /^\/api\/chairs\/([^/]+)\/start$/, (req, res) => this.startChair(req, res));

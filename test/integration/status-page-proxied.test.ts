@@ -1,4 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
+import { createServer, type Server } from 'node:http';
 import { chmodSync, existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -26,6 +27,24 @@ let agent: Agent;
 let nginx: ChildProcess;
 let browser: Browser;
 let front: string;
+/** Pages on other origins that frame the status page: a Home Assistant dashboard, and a stranger. */
+let dashboard: Server;
+let stranger: Server;
+
+let dashboardPort: number;
+
+async function framing(port = 0): Promise<Server> {
+  const server = createServer((_req, res) => {
+    res.writeHead(200, { 'content-type': 'text/html' });
+    // As Home Assistant's Webpage card frames a page (frontend: hui-iframe-card.ts, and its
+    // IFRAME_SANDBOX in src/util/iframe.ts, read from the frontend's source of 2026-05).
+    const sandbox = 'allow-forms allow-popups allow-pointer-lock allow-same-origin allow-scripts allow-modals allow-downloads';
+    res.end(`<!doctype html><title>dashboard</title><iframe id="chairs" src="http://localhost:${agent.http.address().port}/" sandbox="${sandbox}" allow="fullscreen" width="400" height="800"></iframe>`);
+  });
+  await new Promise<void>((r) => server.listen(port, '127.0.0.1', r));
+  return server;
+}
+const originOf = (s: Server): string => `http://127.0.0.1:${(s.address() as { port: number }).port}`;
 
 beforeAll(async () => {
   if (!existsSync(CHROMIUM) || !existsSync('/usr/sbin/nginx')) return;
@@ -34,14 +53,17 @@ beforeAll(async () => {
   chmodSync(dir, 0o777);
   sim = new Simulator({ apiKey: TEST_API_KEY, chairs: 2, minuteMs: 60_000 });
   await sim.start();
+  dashboardPort = await freePort();
   agent = build(
     testConfig(
       { vendorUrl: sim.url, brokerUrl: 'mqtt://127.0.0.1:1' },
-      { site: { id: 'proxied' }, http: { host: '127.0.0.1', port: 0, adminToken: TOKEN, trustedProxies: ['127.0.0.1'] }, gpio: { driver: 'sim', chairs: [{ deviceId: 'MC7001', button: 17, led: 27 }] } },
+      { site: { id: 'proxied' }, http: { host: '127.0.0.1', port: 0, adminToken: TOKEN, trustedProxies: ['127.0.0.1'], embedOrigins: [`http://127.0.0.1:${dashboardPort}`] }, gpio: { driver: 'sim', chairs: [{ deviceId: 'MC7001', button: 17, led: 27 }] } },
     ),
     { logger: silentLogger() },
   );
   await agent.start();
+  dashboard = await framing(dashboardPort);
+  stranger = await framing();
   const port = await freePort();
   const conf = join(dir, 'nginx.conf');
   writeFileSync(
@@ -80,6 +102,8 @@ http {
 
 afterAll(async () => {
   await browser?.close();
+  dashboard?.close();
+  stranger?.close();
   nginx?.kill();
   await agent?.stop();
   await sim?.close();
@@ -118,5 +142,25 @@ describeWith(['chromium', 'nginx'], 'the status page behind nginx at a path of i
     } finally {
       for (const s of streams) s.controller.abort();
     }
+  });
+
+  it('a Home Assistant dashboard named in http.embedOrigins shows the page in its webpage card; any other site cannot frame it', async () => {
+    /** The chair cards the framed page shows, or null when Chromium refused to frame it. */
+    const shown = async (server: Server): Promise<number | null> => {
+      const page = await browser.newPage();
+      try {
+        await page.goto(originOf(server));
+        const frame = page.frames().find((f) => f !== page.mainFrame());
+        // A refused frame holds Chromium's error page instead of the status page.
+        if (!frame || frame.url().startsWith('chrome-error:')) return null;
+        const cards = page.frameLocator('#chairs').locator('article[data-chair]');
+        await cards.first().waitFor({ timeout: 15_000 });
+        return await cards.count();
+      } finally {
+        await page.close();
+      }
+    };
+    expect(await shown(dashboard)).toBe(2);
+    expect(await shown(stranger)).toBeNull();
   });
 });
