@@ -151,8 +151,11 @@ describeWith(['chromium', 'nginx'], 'the status page behind nginx at a path of i
       try {
         await page.goto(originOf(server));
         const frame = page.frames().find((f) => f !== page.mainFrame());
-        // A refused frame holds Chromium's error page instead of the status page.
-        if (!frame || frame.url().startsWith('chrome-error:')) return null;
+        if (!frame) return null;
+        // A refused frame ends up holding Chromium's error page instead of the status page (its
+        // URL is empty until then, which a loaded machine shows).
+        await expect.poll(() => frame.url(), { timeout: 15_000 }).toMatch(/^(chrome-error:|http:)/);
+        if (frame.url().startsWith('chrome-error:')) return null;
         const cards = page.frameLocator('#chairs').locator('article[data-chair]');
         await cards.first().waitFor({ timeout: 15_000 });
         return await cards.count();
