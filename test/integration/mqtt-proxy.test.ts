@@ -16,7 +16,7 @@ import { memoryLogger } from '../helpers/memory-logger.js';
 import { freePort, waitForPort } from '../helpers/ports.js';
 import { vendorRecord } from '../helpers/records.js';
 import { Subscriber } from '../helpers/subscriber.js';
-import { describeWith } from '../helpers/tools.js';
+import { describeWith, has } from '../helpers/tools.js';
 import { waitFor } from '../helpers/wait.js';
 
 // A site whose network lets the box out only through its HTTP proxy, to a central broker:
@@ -34,6 +34,7 @@ beforeAll(async () => {
   chmodSync(dir, 0o777);
   sim = new Simulator({ apiKey: TEST_API_KEY, chairs: 2 });
   await sim.start();
+  if (!has('openssl')) return;
   const run = (args: string[]): void => void spawnSync('openssl', args, { cwd: dir });
   run(['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-days', '2', '-subj', '/CN=central-ca', '-keyout', 'ca.key', '-out', 'ca.pem']);
   run(['req', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-subj', '/CN=localhost', '-keyout', 'server.key', '-out', 'server.csr']);
@@ -302,4 +303,14 @@ describeWith(['mosquitto', 'squid', 'openssl'], "the broker through squid with D
       await broker.stop();
     }
   });
+});
+
+it("doctor, on a box whose vendor goes through the environment's proxy, says a broker outside the site needs mqtt.proxy too", async () => {
+  const path = join(dir, 'outside.yaml');
+  writeFileSync(path, `site: {id: outside}\nvendor: {baseUrl: "${sim.url}", apiKey: ${TEST_API_KEY}}\nwebhook: {channelSecret: ${TEST_SECRET}}\nmqtt: {url: "mqtts://central.invalid:443"}\nstorage: {path: ${join(dir, 'outside.db')}}\n`);
+  // The proxy need not answer: the vendor check may fail, the broker's hint is what is asked.
+  const r = await runCli(['doctor', '--config', path], { HTTP_PROXY: 'http://127.0.0.1:9' });
+  expect(r.stdout).toContain('hint: the vendor is reached through a proxy (vendor.proxy, or the environment\'s): a broker outside the site is reached only through one too, with mqtt.proxy');
+  const direct = await runCli(['doctor', '--config', path]);
+  expect(direct.stdout).not.toContain('with mqtt.proxy');
 });

@@ -187,6 +187,11 @@ function brokerHint(message: string, config: Config): string {
   if (proxy && /^the proxy /.test(message)) {
     return `check mqtt.proxy (${redactUrl(proxy)}) and that it opens a tunnel to ${target}: curl -v -p -x <the proxy> telnet://${target}`;
   }
+  // A box that reaches the vendor only through the site's proxy reaches a broker outside the site
+  // only so too, and mqtt.proxy is never taken from the environment as vendor.proxy is.
+  const outside = !proxy && config.vendor.proxy !== undefined && !/^(localhost|127\.|::1$)/.test(hostname);
+  if (outside && /ENOTFOUND|EAI_AGAIN|ENETUNREACH|EHOSTUNREACH|timed out/.test(message))
+    return `the vendor is reached through a proxy (vendor.proxy, or the environment's): a broker outside the site is reached only through one too, with mqtt.proxy (OPERATIONS.md, "Behind the site's proxy")`;
   if (/ECONNREFUSED/.test(message)) return 'nothing listens there: is Mosquitto running (systemctl status mosquitto)? check mqtt.url host and port';
   if (/ENOTFOUND|EAI_AGAIN/.test(message)) return 'the broker host name does not resolve: check mqtt.url';
   if (/Not authorized|Bad username or password|not authorised/i.test(message)) return 'the broker refused the login: check mqtt.username and the credential mqtt-password';
