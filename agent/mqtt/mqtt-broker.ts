@@ -40,7 +40,8 @@ const SILENT_CLOSES_WARNED = 3;
 
 /** MQTT 5's DISCONNECT reason "Session taken over". */
 const SESSION_TAKEN_OVER = 0x8e;
-const CLIENT_ID_FIX = 'every agent on a broker needs its own client id (mqtt.clientId, by default chair-agent-<site.id>): look for a second box configured as this site, or an old one still running';
+const CLIENT_ID_FIX =
+  "every agent on a broker needs its own client id (mqtt.clientId, by default chair-agent-<site.id>): look for a second box configured as this site, or an old one still running; a broker that gives each login the client id of its user name (Mosquitto: use_username_as_clientid) does this to the agent whenever its user logs in elsewhere, chair-agent doctor included";
 
 /**
  * The Broker port on mqtt.js v5. Reconnects itself, with a short jittered backoff that grows

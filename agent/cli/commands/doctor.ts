@@ -233,13 +233,42 @@ function refusalLine(info: unknown, config: Config, agentOnline = false): CheckL
  * past (MQTT 3.1.1 and a broker's max_keepalive: keepalive-refusal.ts), it tries extra ones as
  * the agent does, and says which the broker took.
  */
-function brokerCheck(config: Config, timeoutMs: number, keepalive = config.mqtt.keepaliveSeconds): Promise<CheckLine[]> {
+/**
+ * Whether the agent on this box is running and on its broker, by its /healthz: asked before
+ * doctor connects, because a broker that gives each login the client id of its user name
+ * (Mosquitto's use_username_as_clientid) ends the agent's session when doctor connects.
+ */
+async function agentOnBroker(config: Config): Promise<boolean> {
+  const host = config.http.host === '0.0.0.0' || config.http.host === '::' ? '127.0.0.1' : config.http.host;
+  try {
+    const res = await fetch(`http://${host.includes(':') ? `[${host}]` : host}:${config.http.port}/healthz`, { signal: AbortSignal.timeout(1_000) });
+    const body = (await res.json()) as { checks?: { broker?: { ok?: unknown } } };
+    return body.checks?.broker?.ok === true;
+  } catch {
+    return false;
+  }
+}
+
+/** What doctor's own connection did to a running agent whose client id the broker replaces. */
+function takeoverLine(config: Config): CheckLine {
+  return {
+    name: 'clientid',
+    ok: false,
+    detail: `the agent was on the broker, and this check's connection ended its session (its will said offline): the broker gives each login the client id of its user name (Mosquitto: use_username_as_clientid), so every doctor run takes the agent off the broker for a moment, and Home Assistant shows the chairs unavailable meanwhile`,
+    hint: `the agent reconnects by itself; turn use_username_as_clientid off for ${config.mqtt.username ? `the user "${config.mqtt.username}"` : "the agent's user"}, or stop the service while doctor runs (sudo systemctl stop chair-agent)`,
+  };
+}
+
+function brokerCheck(config: Config, timeoutMs: number, keepalive = config.mqtt.keepaliveSeconds, agentWasOn = false): Promise<CheckLine[]> {
   const m = config.mqtt;
   const name = 'broker';
   const where = redactUrl(m.url);
   const infoTopic = `${m.baseTopic}/${config.site.id}/bridge/info`;
   const stateTopic = `${m.baseTopic}/${config.site.id}/bridge/state`;
   let online = false;
+  /** The agent was on the broker, and its state said offline once doctor was connected. */
+  let tookItsSession = false;
+  let accepted: CheckLine[] | null = null;
   return new Promise((resolve) => {
     let client: MqttClient;
     try {
@@ -273,10 +302,15 @@ function brokerCheck(config: Config, timeoutMs: number, keepalive = config.mqtt.
       // The broker's policy, not a fault: the agent does without retain there (mqtt-broker.ts).
       if (connack.properties?.retainAvailable === false)
         extra.push({ name: 'retain', ok: true, detail: 'the broker keeps no retained messages (Mosquitto: retain_available false): the agent publishes its state, availability and discovery without retain, so a subscriber sees each at its next change' });
+      accepted = [ok, ...extra];
+      const taken = (): CheckLine[] => (tookItsSession ? [takeoverLine(config)] : []);
       // The agent's own report, when one runs against this broker (retained, so it comes at once).
-      infoTimer = setTimeout(() => finish([ok, ...extra, refusalLine(null, config, online)]), 1_500);
+      infoTimer = setTimeout(() => finish([ok, ...extra, refusalLine(null, config, online), ...taken()]), 1_500);
       client.on('message', (topic, payload) => {
-        if (topic === stateTopic) online = payload.toString().includes('"online"');
+        if (topic === stateTopic) {
+          online = payload.toString().includes('"online"');
+          if (agentWasOn && !online) tookItsSession = true;
+        }
         if (topic !== infoTopic) return;
         let info: unknown = null;
         try {
@@ -284,7 +318,7 @@ function brokerCheck(config: Config, timeoutMs: number, keepalive = config.mqtt.
         } catch {
           // not a report we can read
         }
-        finish([ok, ...extra, refusalLine(info, config)]);
+        finish([ok, ...extra, refusalLine(info, config), ...taken()]);
       });
       client.subscribe([stateTopic, infoTopic], { qos: 0 }, (err) => {
         if (err) finish([ok, ...extra, refusalLine(null, config)]);
@@ -297,10 +331,15 @@ function brokerCheck(config: Config, timeoutMs: number, keepalive = config.mqtt.
         return;
       }
       const next = shorterKeepalive(keepalive);
-      if (next !== undefined) finish(brokerCheck(config, timeoutMs, next));
+      if (next !== undefined) finish(brokerCheck(config, timeoutMs, next, agentWasOn));
       else finish([{ name, ok: false, detail: `${where}: ${errorMessage(err)} at every keepalive from ${m.keepaliveSeconds} s down to ${keepalive} s`, hint: IDENTIFIER_FIX }]);
     });
-    client.on('close', () => finish([{ name, ok: false, detail: `${where}: the connection was closed before the broker accepted it`, hint: brokerHint('closed', config) }]));
+    client.on('close', () => {
+      // Accepted, then closed: a running agent whose client id the broker replaces took its session back.
+      if (accepted && agentWasOn) finish([...accepted, takeoverLine(config)]);
+      else if (accepted) finish([...accepted, { name: 'broker', ok: false, detail: `${where}: the broker closed the connection it had accepted`, hint: 'check the broker log' }]);
+      else finish([{ name, ok: false, detail: `${where}: the connection was closed before the broker accepted it`, hint: brokerHint('closed', config) }]);
+    });
   });
 }
 
@@ -502,7 +541,8 @@ export async function runDoctor(config: Config, path: string, options: DoctorOpt
   lines.push(...serviceFilesCheck(config, path, service));
   lines.push(...webhookCertificateCheck(config, Date.now(), service));
   lines.push(databaseCheck(config, service));
-  const [vendor, broker] = await Promise.all([vendorChecks(config), brokerCheck(config, options.brokerTimeoutMs ?? 5_000)]);
+  const agentWasOn = await agentOnBroker(config);
+  const [vendor, broker] = await Promise.all([vendorChecks(config), brokerCheck(config, options.brokerTimeoutMs ?? 5_000, config.mqtt.keepaliveSeconds, agentWasOn)]);
   lines.push(...vendor, ...broker);
   lines.push(...(await gpioDoctorLines(config, { ...options, service })));
   return lines;
