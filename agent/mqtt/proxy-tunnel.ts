@@ -25,6 +25,9 @@ export function brokerErrorText(err: unknown, proxy: string | undefined): string
   const code = errorCode(err);
   if (proxy !== undefined && code !== undefined && UNTRUSTED_CHAIN_CODES.has(code))
     return `the certificate presented for the broker is not trusted (${code}): through mqtt.proxy, most likely the proxy inspecting TLS with a certificate of its own; ${INSPECTION_FIX}`;
+  // Node's "socket hang up": the proxy said 200, then closed the tunnel before the broker spoke.
+  if (proxy !== undefined && code === 'ECONNRESET' && !(err instanceof ProxyError))
+    return `the tunnel through mqtt.proxy closed before the broker answered (${errorMessage(err)}): the proxy's log says why (a broker it cannot reach, or TLS inspection)`;
   return errorMessage(err);
 }
 
