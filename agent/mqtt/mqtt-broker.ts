@@ -98,6 +98,13 @@ export class MqttBroker extends EventEmitter<BrokerEvents> implements Broker {
   private attemptErrored = false;
   /** Connections in a row that the broker closed before its CONNACK, with no error. */
   private silentCloses = 0;
+  /**
+   * MQTT 3.1.1 has no way to refuse a retained will but closing the socket (Mosquitto's
+   * retain_available false). After closes in a row, one attempt goes without retain: taken,
+   * the broker keeps no retained messages and the agent does without; closed too, it is another
+   * cause (max_connections), and retain comes back. Tried once per run.
+   */
+  private retainProbe: 'unused' | 'next' | 'trying' | 'restore' | 'done' = 'unused';
   private attempt = 0;
   private outageSince: number | null = null;
   private ending = false;
@@ -159,6 +166,7 @@ export class MqttBroker extends EventEmitter<BrokerEvents> implements Broker {
       this.serverMaximumPacketSize = connack.properties?.maximumPacketSize;
       this.connectedAt = o.clock.monotonic();
       this.silentCloses = 0;
+      if (this.retainProbe === 'trying') this.retainProbe = 'done';
       this.serverDisconnect = null;
       this.closeForPublish = false;
       o.logger.info({ broker: this.description }, 'connected to the broker');
@@ -253,7 +261,7 @@ export class MqttBroker extends EventEmitter<BrokerEvents> implements Broker {
     this.reconnectTimer = this.opts.clock.setTimeout(() => {
       this.reconnectTimer = null;
       if (this.ending || this.client !== client) return;
-      if (this.renewFiles(client) || this.shortenKeepalive(client) || this.dropRetain(client)) return;
+      if (this.renewFiles(client) || this.shortenKeepalive(client) || this.dropRetain(client) || this.probeRetain(client)) return;
       this.attemptErrored = false;
       client.reconnect();
     }, delay);
@@ -305,6 +313,24 @@ export class MqttBroker extends EventEmitter<BrokerEvents> implements Broker {
     return this.replaceClient(client);
   }
 
+  /**
+   * The MQTT 3.1.1 retain probe (retainProbe): the attempt without retain, and, when that one was
+   * closed as well, the return to retain. False when this client reconnects as it is.
+   */
+  private probeRetain(client: MqttClient): boolean {
+    if (this.retainProbe === 'next') {
+      this.retainProbe = 'trying';
+      this.retainless = true;
+      return this.replaceClient(client);
+    }
+    if (this.retainProbe === 'restore') {
+      this.retainProbe = 'done';
+      this.retainless = false;
+      return this.replaceClient(client);
+    }
+    return false;
+  }
+
   /** After the CONNACK refused the retained will (MQTT 5), the next attempt goes without retain. */
   private dropRetain(client: MqttClient): boolean {
     if (!this.retainRefused) return false;
@@ -320,8 +346,14 @@ export class MqttBroker extends EventEmitter<BrokerEvents> implements Broker {
    */
   private closedSilently(): void {
     this.silentCloses += 1;
+    if (this.retainProbe === 'trying') {
+      // Closed without retain as well: not the retained will. Retain comes back at the next attempt.
+      this.retainProbe = 'restore';
+      return;
+    }
     if (this.silentCloses !== SILENT_CLOSES_WARNED) return;
     const v311 = this.opts.protocolVersion === 4;
+    if (v311 && !this.retainless && this.retainProbe === 'unused') this.retainProbe = 'next';
     // Through a proxy the tunnel may be what closes (a proxy that says 200 and cannot reach the broker).
     const proxied = this.opts.proxy ? `; or the proxy (mqtt.proxy) closes the tunnel, as its log says: ${INSPECTION_FIX}` : '';
     this.opts.logger.warn(
@@ -330,7 +362,7 @@ export class MqttBroker extends EventEmitter<BrokerEvents> implements Broker {
         attempts: this.silentCloses,
         fix: `${
           v311
-            ? "the broker's log says why: Mosquitto closes a connection so when it does not allow the agent's retained QoS 1 will (retain_available false, max_qos 0) or is at max_connections; with mqtt.protocolVersion: 5 it says which, and the agent does without retain where the broker keeps none"
+            ? "the broker's log says why: Mosquitto closes a connection so when it does not allow the agent's retained QoS 1 will (retain_available false, max_qos 0) or is at max_connections; the agent tries once without retain, and keeps to that if the broker takes it; with mqtt.protocolVersion: 5 the broker says which"
             : "the broker's log says why: Mosquitto closes a connection so when it is at max_connections"
         }${proxied}`,
       },

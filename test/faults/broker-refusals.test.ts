@@ -1,4 +1,5 @@
-import { chmodSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { expect, it } from 'vitest';
@@ -8,12 +9,16 @@ import type { BrokerError } from '../../agent/mqtt/broker.js';
 import { MqttBroker } from '../../agent/mqtt/mqtt-broker.js';
 import { RefusalGuard } from '../../agent/mqtt/refusal-guard.js';
 import { systemClock } from '../../agent/platform/clock.js';
-import { startBroker } from '../helpers/broker.js';
+import { build } from '../../agent/build.js';
+import { Simulator } from '../../agent/simulator/simulator.js';
+import { track } from '../helpers/agent-process.js';
+import { mosquittoPath, startBroker } from '../helpers/broker.js';
+import { freePort, waitForPort } from '../helpers/ports.js';
 import { memoryLogger } from '../helpers/memory-logger.js';
 import { endpointOptions } from '../../agent/mqtt/client-options.js';
 import { pubackCodeAccepted } from '../../agent/mqtt/lenient-acks.js';
 import { runCli } from '../helpers/cli.js';
-import { TEST_API_KEY, TEST_SECRET } from '../helpers/config.js';
+import { TEST_API_KEY, TEST_SECRET, testConfig } from '../helpers/config.js';
 import { vendorRecord } from '../helpers/records.js';
 import { startRig, type Rig } from '../helpers/rig.js';
 import { retainedOn, Subscriber } from '../helpers/subscriber.js';
@@ -285,20 +290,65 @@ describeWith('mosquitto', 'a broker that refuses publishes (Mosquitto: ACL, mess
     }
   });
 
-  it('MQTT 3.1.1 and a broker that ends the connection before accepting it: said once, with the likely causes; records wait', async () => {
+  it('MQTT 3.1.1 and a broker that keeps no retained messages: closes said once, then one attempt without retain is taken, and everything flows without it', async () => {
     // MQTT 3.1.1 has no way to say a retained will is not allowed: Mosquitto closes the socket.
     const site = 'no-retain-v4';
     const rig = await startRig({ site, sections: { mqtt: { protocolVersion: 4 } }, broker: { extra: 'retain_available false\n' } });
     try {
       await waitFor(() => rig.lines.some((l) => l.msg === 'the broker ends the connection, or leaves it unanswered, before accepting it'), 'the warning');
-      expect(await webhook(rig.base, vendorRecord({ DeviceId: 'MC7001' }))).toBe(200);
-      for (let i = 0; i < 3; i++) await nextEvent(rig.agent.broker, 'close');
+      await waitFor(() => rig.agent.broker.connected || undefined, 'connected without retain');
+      await transactionsFlow(rig, site, 3);
+      expect(await retainedOn(rig.broker.url, `chair-agent/${site}/bridge/state`)).toBeNull();
       const said = rig.lines.filter((l) => l.msg === 'the broker ends the connection, or leaves it unanswered, before accepting it');
       expect(said).toHaveLength(1);
-      expect(String(said[0]?.['fix'])).toContain('retain_available false');
-      expect(rig.agent.outbox.stats().pending).toBe(1);
+      expect(String(said[0]?.['fix'])).toContain('the agent tries once without retain');
+      expect(rig.lines.filter((l) => String(l.msg).startsWith('the broker keeps no retained messages'))).toHaveLength(1);
+      // Connected once, and it holds: no retained publish ends it.
+      expect(connects(rig)).toBe(1);
     } finally {
       await rig.close();
+    }
+  });
+
+  it('MQTT 3.1.1 and a broker that closes for another reason (max_qos 0): the attempt without retain is closed too, retain comes back, records wait', async () => {
+    const bin = mosquittoPath();
+    if (!bin) return;
+    const dir = mkdtempSync(join(tmpdir(), 'probe-'));
+    chmodSync(dir, 0o755);
+    const port = await freePort();
+    const conf = join(dir, 'mosquitto.conf');
+    const launch = async (extra: string): Promise<ChildProcess> => {
+      writeFileSync(conf, `listener ${port} 127.0.0.1\nallow_anonymous true\npersistence false\n${extra}`, { mode: 0o644 });
+      const child = spawn(bin, ['-c', conf], { stdio: 'ignore' });
+      track(child);
+      await waitForPort(port);
+      return child;
+    };
+    let broker = await launch('max_qos 0\n');
+    const site = 'probe-v4';
+    const sim = new Simulator({ apiKey: TEST_API_KEY, chairs: 1 });
+    await sim.start();
+    const { logger, lines } = memoryLogger('info');
+    const agent = build(testConfig({ vendorUrl: sim.url, brokerUrl: `mqtt://127.0.0.1:${port}` }, { site: { id: site }, mqtt: { protocolVersion: 4 } }), { logger });
+    await agent.start();
+    try {
+      await waitFor(() => lines.some((l) => l.msg === 'the broker ends the connection, or leaves it unanswered, before accepting it'), 'the warning');
+      expect(await webhook(`http://127.0.0.1:${agent.http.address().port}`, vendorRecord({ DeviceId: 'MC7001' }))).toBe(200);
+      // The attempt without retain, closed as well, and the one after it, with retain again.
+      for (let i = 0; i < 3; i++) await nextEvent(agent.broker, 'close');
+      expect(lines.filter((l) => String(l.msg).startsWith('the broker keeps no retained messages'))).toEqual([]);
+      expect(agent.outbox.stats().pending).toBe(1);
+      // The broker as it should be: the agent connects with its retained will and state again.
+      broker.kill('SIGKILL');
+      broker = await launch('');
+      await waitFor(() => agent.broker.connected || undefined, 'connected');
+      await waitFor(() => agent.outbox.stats().pending === 0 || undefined, 'the record delivered');
+      expect(await retainedOn(`mqtt://127.0.0.1:${port}`, `chair-agent/${site}/bridge/state`)).toContain('online');
+    } finally {
+      await agent.stop();
+      await sim.close();
+      broker.kill('SIGKILL');
+      rmSync(dir, { recursive: true, force: true });
     }
   });
 });
