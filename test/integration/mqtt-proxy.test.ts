@@ -1,20 +1,19 @@
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { chmodSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { connect } from 'node:net';
+import { spawnSync } from 'node:child_process';
+import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { createServer as createTlsServer } from 'node:tls';
 import { join } from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { build, type Agent } from '../../agent/build.js';
 import { signBody } from '../../agent/http/sign.js';
 import { Simulator } from '../../agent/simulator/simulator.js';
-import { AgentProcess, track } from '../helpers/agent-process.js';
+import { AgentProcess } from '../helpers/agent-process.js';
 import { startBroker, type TestBroker } from '../helpers/broker.js';
 import { runCli } from '../helpers/cli.js';
 import { TEST_API_KEY, TEST_SECRET, testConfig } from '../helpers/config.js';
 import { memoryLogger } from '../helpers/memory-logger.js';
-import { freePort, waitForPort } from '../helpers/ports.js';
+import { freePort } from '../helpers/ports.js';
 import { vendorRecord } from '../helpers/records.js';
+import { startSquid, startTinyproxy, tlsFront, type SiteProxy } from '../helpers/site-proxies.js';
 import { Subscriber } from '../helpers/subscriber.js';
 import { describeWith, has } from '../helpers/tools.js';
 import { waitFor } from '../helpers/wait.js';
@@ -47,66 +46,7 @@ afterAll(async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-interface Proxy {
-  url: string;
-  log: () => string;
-  child: ChildProcess;
-}
-
-async function startTinyproxy(name: string, extra: string): Promise<Proxy> {
-  const port = await freePort();
-  const conf = join(dir, `${name}.conf`);
-  writeFileSync(conf, `Port ${port}\nListen 127.0.0.1\nTimeout 30\nAllow 127.0.0.1\nLogLevel Info\nMaxClients 20\n${extra}`);
-  const child = spawn('tinyproxy', ['-d', '-c', conf], { stdio: ['ignore', 'pipe', 'pipe'] });
-  track(child);
-  let log = '';
-  child.stdout?.on('data', (d: Buffer) => (log += d.toString()));
-  child.stderr?.on('data', (d: Buffer) => (log += d.toString()));
-  await waitForPort(port);
-  return { url: `http://127.0.0.1:${port}`, log: () => log, child };
-}
-
-/** squid as Debian configures it: CONNECT to SSL_ports only, which is 443 unless the site adds more. */
-async function startSquid(name: string, sslPorts: number[]): Promise<Proxy> {
-  const port = await freePort();
-  const conf = join(dir, `${name}.conf`);
-  const access = join(dir, `${name}-access.log`);
-  writeFileSync(
-    conf,
-    [
-      'acl SSL_ports port 443',
-      ...sslPorts.map((p) => `acl SSL_ports port ${p}`),
-      'acl Safe_ports port 80',
-      'acl Safe_ports port 443',
-      'acl Safe_ports port 1025-65535',
-      'http_access deny !Safe_ports',
-      'http_access deny CONNECT !SSL_ports',
-      'http_access allow localhost',
-      'http_access deny all',
-      `http_port 127.0.0.1:${port}`,
-      `pid_filename ${join(dir, `${name}.pid`)}`,
-      `cache_log ${join(dir, `${name}-cache.log`)}`,
-      `access_log stdio:${access}`,
-      'cache deny all',
-      'pinger_enable off',
-      'shutdown_lifetime 0 seconds',
-      '',
-    ].join('\n'),
-  );
-  const child = spawn(squidPath(), ['-N', '-f', conf], { stdio: 'ignore' });
-  track(child);
-  await waitForPort(port);
-  return { url: `http://127.0.0.1:${port}`, log: () => readIfThere(access), child };
-}
-
-const squidPath = (): string => (spawnSync('sh', ['-c', 'command -v squid']).stdout?.toString().trim() || '/usr/sbin/squid');
-const readIfThere = (path: string): string => {
-  try {
-    return readFileSync(path, 'utf8');
-  } catch {
-    return '';
-  }
-};
+type Proxy = SiteProxy;
 
 const withAuth = (url: string): string => url.replace('http://', `http://${PROXY_USER}:${encodeURIComponent(PROXY_PASSWORD)}@`);
 
@@ -141,7 +81,7 @@ const tlsListener = (port: number): string => `listener ${port} 127.0.0.1\ncertf
 describeWith(['mosquitto', 'tinyproxy', 'openssl'], "the broker through the site's proxy (tinyproxy with BasicAuth)", () => {
   let proxy: Proxy;
   beforeAll(async () => {
-    proxy = await startTinyproxy('tiny', `BasicAuth ${PROXY_USER} ${PROXY_PASSWORD}\n`);
+    proxy = await startTinyproxy(dir, 'tiny', `BasicAuth ${PROXY_USER} ${PROXY_PASSWORD}\n`);
   });
   afterAll(() => void proxy?.child.kill());
 
@@ -221,17 +161,9 @@ describeWith(['mosquitto', 'tinyproxy', 'openssl'], "the broker through the site
   it('an https:// proxy (TLS to the proxy itself, its CA trusted through NODE_EXTRA_CA_CERTS): doctor reaches the broker through it', async () => {
     const { broker, port } = await centralBroker(tlsListener);
     // TLS in front of tinyproxy, as stunnel or a proxy's own https_port serves it.
-    const proxyPort = Number(new URL(proxy.url).port);
-    const front = createTlsServer({ cert: readFileSync(join(dir, 'server.pem')), key: readFileSync(join(dir, 'server.key')) }, (tls) => {
-      const upstream = connect(proxyPort, '127.0.0.1');
-      tls.pipe(upstream).pipe(tls);
-      const end = (): void => void (tls.destroy(), upstream.destroy());
-      tls.on('error', end);
-      upstream.on('error', end);
-    });
-    await new Promise<void>((r) => front.listen(0, '127.0.0.1', r));
+    const front = await tlsFront(join(dir, 'server.pem'), join(dir, 'server.key'), proxy.port);
     const path = join(dir, 'https-proxy.yaml');
-    const httpsProxy = withAuth(`http://localhost:${(front.address() as { port: number }).port}`).replace('http://', 'https://');
+    const httpsProxy = withAuth(`http://localhost:${front.port}`).replace('http://', 'https://');
     writeFileSync(
       path,
       `site: {id: tunnel-https}\nvendor: {baseUrl: "${sim.url}", apiKey: ${TEST_API_KEY}}\nwebhook: {channelSecret: ${TEST_SECRET}}\nmqtt: {url: "mqtts://localhost:${port}", ca: ${join(dir, 'ca.pem')}, proxy: "${httpsProxy}"}\nstorage: {path: ${join(dir, 'https-proxy.db')}}\n`,
@@ -241,7 +173,7 @@ describeWith(['mosquitto', 'tinyproxy', 'openssl'], "the broker through the site
       expect(doctor.stdout).toMatch(new RegExp(`^ok {4}broker {6}mqtts://localhost:${port} accepted the connection`, 'm'));
       expect(proxy.log()).toContain(`CONNECT localhost:${port}`);
     } finally {
-      front.close();
+      front.server.close();
       await broker.stop();
     }
   });
@@ -249,7 +181,7 @@ describeWith(['mosquitto', 'tinyproxy', 'openssl'], "the broker through the site
 
 describeWith(['mosquitto with websockets', 'tinyproxy', 'openssl'], "wss:// through the site's proxy (tinyproxy)", () => {
   it('the WebSocket goes through the tunnel, TLS inside it, and a record is delivered', async () => {
-    const proxy = await startTinyproxy('tiny-ws', '');
+    const proxy = await startTinyproxy(dir, 'tiny-ws');
     const { broker, port } = await centralBroker((p) => `${tlsListener(p)}\nprotocol websockets`);
     const { logger, lines } = memoryLogger('info');
     const agent = build(testConfig({ vendorUrl: sim.url, brokerUrl: `wss://localhost:${port}/mqtt` }, { site: { id: 'tunnel-wss' }, mqtt: { ca: join(dir, 'ca.pem'), proxy: proxy.url } }), { logger });
@@ -269,7 +201,7 @@ describeWith(['mosquitto with websockets', 'tinyproxy', 'openssl'], "wss:// thro
 describeWith(['mosquitto', 'squid', 'openssl'], "the broker through squid with Debian's access rules", () => {
   it("doctor says squid refuses a tunnel to a port outside SSL_ports, and what to do; with the port added, the built agent from the CLI delivers through it", async () => {
     const { broker, port } = await centralBroker(tlsListener);
-    const strict = await startSquid('squid-strict', []);
+    const strict = await startSquid(dir, 'squid-strict');
     const path = join(dir, 'squid.yaml');
     const write = (proxyUrl: string): void =>
       writeFileSync(
@@ -286,7 +218,7 @@ describeWith(['mosquitto', 'squid', 'openssl'], "the broker through squid with D
     } finally {
       strict.child.kill();
     }
-    const open = await startSquid('squid-open', [port]);
+    const open = await startSquid(dir, 'squid-open', { sslPorts: [port] });
     write(open.url);
     const agent = AgentProcess.start(['run', '--config', path]);
     const sub = await Subscriber.connect(broker.url, 'chair-agent/tunnel-squid/bridge/state');

@@ -1,18 +1,18 @@
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { chmodSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { connect, type Server } from 'node:net';
+import { spawnSync } from 'node:child_process';
+import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import type { Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createServer as createTlsServer } from 'node:tls';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { build } from '../../agent/build.js';
 import { Simulator } from '../../agent/simulator/simulator.js';
-import { AgentProcess, track } from '../helpers/agent-process.js';
+import { AgentProcess } from '../helpers/agent-process.js';
 import { startBroker } from '../helpers/broker.js';
 import { runCli } from '../helpers/cli.js';
 import { TEST_API_KEY, TEST_SECRET, testConfig } from '../helpers/config.js';
 import { memoryLogger } from '../helpers/memory-logger.js';
-import { freePort, waitForPort } from '../helpers/ports.js';
+import { freePort } from '../helpers/ports.js';
+import { startSquid, tlsFront, type SiteProxy } from '../helpers/site-proxies.js';
 import { describeWith, has } from '../helpers/tools.js';
 import { waitFor } from '../helpers/wait.js';
 
@@ -43,15 +43,7 @@ beforeAll(async () => {
   openssl(['req', '-x509', ...ec, '-days', '2', '-subj', '/CN=site-inspection-ca', '-addext', 'basicConstraints=critical,CA:TRUE', '-addext', 'keyUsage=critical,keyCertSign,cRLSign', '-keyout', 'site-ca.key', '-out', 'site-ca.pem']);
   for (const f of ['vendor-ca.pem', 'vendor.pem', 'vendor.key', 'site-ca.pem', 'site-ca.key']) chmodSync(join(dir, f), 0o644);
   const simPort = Number(new URL(sim.url).port);
-  front = createTlsServer({ cert: readFileSync(join(dir, 'vendor.pem')), key: readFileSync(join(dir, 'vendor.key')) }, (tls) => {
-    const upstream = connect(simPort, '127.0.0.1');
-    tls.pipe(upstream).pipe(tls);
-    const end = (): void => void (tls.destroy(), upstream.destroy());
-    tls.on('error', end);
-    upstream.on('error', end);
-  });
-  await new Promise<void>((r) => front.listen(0, '127.0.0.1', r));
-  frontPort = (front.address() as { port: number }).port;
+  ({ server: front, port: frontPort } = await tlsFront(join(dir, 'vendor.pem'), join(dir, 'vendor.key'), simPort));
 });
 afterAll(async () => {
   front?.close();
@@ -102,36 +94,19 @@ describeWith('openssl', 'a vendor with a private CA, reached directly', () => {
   });
 });
 
-interface Squid {
-  port: number;
-  access: () => string;
-  child: ChildProcess;
-}
-
 /**
  * squid-openssl inspecting every tunnel, as a site's does: it ends the TLS and presents a
  * certificate signed by the site's CA. `splice` names server names it lets through untouched.
  */
-async function startInspectingSquid(name: string, splice: string[] = []): Promise<Squid> {
-  const port = await freePort();
+function startInspectingSquid(name: string, splice: string[] = []): Promise<SiteProxy> {
   const certgen = '/usr/lib/squid/security_file_certgen';
   const db = join(dir, `${name}-ssl_db`);
   spawnSync(certgen, ['-c', '-s', db, '-M', '4MB']);
   spawnSync('chmod', ['-R', 'a+rwX', db]);
-  const conf = join(dir, `${name}.conf`);
-  const accessLog = join(dir, `${name}-access.log`);
-  writeFileSync(
-    conf,
-    [
-      'acl SSL_ports port 443',
-      'acl SSL_ports port 1025-65535',
-      'acl Safe_ports port 443',
-      'acl Safe_ports port 1025-65535',
-      'http_access deny !Safe_ports',
-      'http_access deny CONNECT !SSL_ports',
-      'http_access allow localhost',
-      'http_access deny all',
-      `http_port 127.0.0.1:${port} ssl-bump generate-host-certificates=on dynamic_cert_mem_cache_size=4MB tls-cert=${join(dir, 'site-ca.pem')} tls-key=${join(dir, 'site-ca.key')}`,
+  return startSquid(dir, name, {
+    sslPorts: ['1025-65535'],
+    portOptions: `ssl-bump generate-host-certificates=on dynamic_cert_mem_cache_size=4MB tls-cert=${join(dir, 'site-ca.pem')} tls-key=${join(dir, 'site-ca.key')}`,
+    extra: [
       `sslcrtd_program ${certgen} -s ${db} -M 4MB`,
       'sslcrtd_children 2 startup=1 idle=1',
       'acl step1 at_step SslBump1',
@@ -141,32 +116,14 @@ async function startInspectingSquid(name: string, splice: string[] = []): Promis
       'ssl_bump bump all',
       // The vendor's CA is a public one in life; here squid is told it.
       `tls_outgoing_options cafile=${join(dir, 'vendor-ca.pem')}`,
-      `pid_filename ${join(dir, `${name}.pid`)}`,
-      `cache_log ${join(dir, `${name}-cache.log`)}`,
-      `access_log stdio:${accessLog}`,
-      'cache deny all',
-      'pinger_enable off',
-      'shutdown_lifetime 0 seconds',
-      '',
-    ].join('\n'),
-  );
-  const child = spawn(squidPath(), ['-N', '-f', conf], { stdio: 'ignore' });
-  track(child);
-  await waitForPort(port);
-  const access = (): string => {
-    try {
-      return readFileSync(accessLog, 'utf8');
-    } catch {
-      return '';
-    }
-  };
-  return { port, access, child };
+    ],
+  });
 }
 
 describeWith(['squid with ssl-bump', 'openssl'], "the vendor through the site's TLS-inspecting proxy (squid-openssl, ssl_bump)", () => {
-  let squid: Squid;
+  let squid: SiteProxy;
   let squidPort: number;
-  const access = (): string => squid.access();
+  const access = (): string => squid.log();
   beforeAll(async () => {
     squid = await startInspectingSquid('squid');
     squidPort = squid.port;
@@ -201,10 +158,6 @@ describeWith(['squid with ssl-bump', 'openssl'], "the vendor through the site's 
     }
   });
 });
-
-function squidPath(): string {
-  return spawnSync('sh', ['-c', 'command -v squid']).stdout?.toString().trim() || '/usr/sbin/squid';
-}
 
 describeWith(['squid with ssl-bump', 'mosquitto', 'openssl'], "the broker through the site's TLS-inspecting proxy", () => {
   it('inspected, the broker is said to be behind the inspection and doctor says which exception to ask for; with squid splicing the broker\'s name as told, the agent connects', async () => {

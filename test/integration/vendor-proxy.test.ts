@@ -1,15 +1,12 @@
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { connect, type Server } from 'node:net';
-import { createServer as createTlsServer } from 'node:tls';
-import { readFileSync } from 'node:fs';
+import type { Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { Simulator } from '../../agent/simulator/simulator.js';
-import { track } from '../helpers/agent-process.js';
 import { runCli } from '../helpers/cli.js';
-import { freePort, waitForPort } from '../helpers/ports.js';
+import { startTinyproxy, tlsFront, type SiteProxy } from '../helpers/site-proxies.js';
 import { describeWith } from '../helpers/tools.js';
 import { waitFor } from '../helpers/wait.js';
 
@@ -26,26 +23,8 @@ let sim: Simulator;
 let front: Server;
 let frontPort: number;
 
-interface Proxy {
-  port: number;
-  log: string;
-  child: ChildProcess;
-}
-let open: Proxy;
-let guarded: Proxy;
-
-async function startTinyproxy(name: string, extra = ''): Promise<Proxy> {
-  const port = await freePort();
-  const conf = join(dir, `${name}.conf`);
-  writeFileSync(conf, `Port ${port}\nListen 127.0.0.1\nTimeout 30\nAllow 127.0.0.1\nLogLevel Info\nMaxClients 20\n${extra}`);
-  const child = spawn('tinyproxy', ['-d', '-c', conf], { stdio: ['ignore', 'pipe', 'pipe'] });
-  track(child);
-  const proxy: Proxy = { port, log: '', child };
-  child.stdout?.on('data', (d: Buffer) => (proxy.log += d.toString()));
-  child.stderr?.on('data', (d: Buffer) => (proxy.log += d.toString()));
-  await waitForPort(port);
-  return proxy;
-}
+let open: SiteProxy;
+let guarded: SiteProxy;
 
 function config(name: string, vendor: string): string {
   const path = join(dir, `${name}.yaml`);
@@ -67,20 +46,9 @@ describeWith(['tinyproxy', 'openssl'], 'the vendor through the site\'s HTTP prox
     writeFileSync(join(dir, 'san.ext'), 'subjectAltName=IP:127.0.0.1\n');
     run(['x509', '-req', '-in', 'vendor.csr', '-CA', 'ca.pem', '-CAkey', 'ca.key', '-CAcreateserial', '-days', '2', '-extfile', 'san.ext', '-out', 'vendor.pem']);
     const simPort = Number(new URL(sim.url).port);
-    front = createTlsServer({ cert: readFileSync(join(dir, 'vendor.pem')), key: readFileSync(join(dir, 'vendor.key')) }, (tls) => {
-      const upstream = connect(simPort, '127.0.0.1');
-      tls.pipe(upstream).pipe(tls);
-      const end = (): void => {
-        tls.destroy();
-        upstream.destroy();
-      };
-      tls.on('error', end);
-      upstream.on('error', end);
-    });
-    await new Promise<void>((r) => front.listen(0, '127.0.0.1', r));
-    frontPort = (front.address() as { port: number }).port;
-    open = await startTinyproxy('open');
-    guarded = await startTinyproxy('guarded', `BasicAuth agent ${PROXY_PASSWORD}\n`);
+    ({ server: front, port: frontPort } = await tlsFront(join(dir, 'vendor.pem'), join(dir, 'vendor.key'), simPort));
+    open = await startTinyproxy(dir, 'open');
+    guarded = await startTinyproxy(dir, 'guarded', `BasicAuth agent ${PROXY_PASSWORD}\n`);
   });
   afterAll(async () => {
     open?.child.kill();
@@ -95,7 +63,7 @@ describeWith(['tinyproxy', 'openssl'], 'the vendor through the site\'s HTTP prox
     const env = { HTTPS_PROXY: `127.0.0.1:${open.port}`, NODE_EXTRA_CA_CERTS: join(dir, 'ca.pem') };
     const r = await runCli(['doctor', '--config', path], env);
     expect(vendorLine(r.stdout)).toMatch(/^ok {4}vendor API {2}.*2 chair\(s\) listed/);
-    await waitFor(() => open.log.includes(`CONNECT 127.0.0.1:${frontPort}`) || undefined, () => `the CONNECT in tinyproxy's log:\n${open.log}`);
+    await waitFor(() => open.log().includes(`CONNECT 127.0.0.1:${frontPort}`) || undefined, () => `the CONNECT in tinyproxy's log:\n${open.log()}`);
     const check = await runCli(['check', '--config', path], env);
     expect(check.stdout).toContain(`proxy: http://127.0.0.1:${open.port} (env HTTPS_PROXY)`);
   });
@@ -110,7 +78,7 @@ describeWith(['tinyproxy', 'openssl'], 'the vendor through the site\'s HTTP prox
   it('an http:// vendor through vendor.proxy goes in absolute form', async () => {
     const r = await runCli(['doctor', '--config', config('plain', `baseUrl: "${sim.url}", proxy: "http://127.0.0.1:${open.port}"`)]);
     expect(vendorLine(r.stdout)).toMatch(/^ok {4}vendor API/);
-    await waitFor(() => open.log.includes(`GET ${sim.url}/api/chair/lists`) || undefined, () => `the GET in tinyproxy's log:\n${open.log}`);
+    await waitFor(() => open.log().includes(`GET ${sim.url}/api/chair/lists`) || undefined, () => `the GET in tinyproxy's log:\n${open.log()}`);
   });
 
   it('a proxy that wants credentials: doctor says so for either scheme; with them in vendor.proxy it works, and the password is never printed', async () => {

@@ -1,0 +1,98 @@
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { connect, type Server } from 'node:net';
+import { join } from 'node:path';
+import { createServer as createTlsServer } from 'node:tls';
+import { track } from './agent-process.js';
+import { freePort, waitForPort } from './ports.js';
+
+/**
+ * The proxies sites put between the box and the internet, as Debian packages them: tinyproxy,
+ * and squid with Debian's own access rules (squid-openssl for TLS inspection). Each runs in the
+ * foreground with its files in the test's directory, which must be writable by squid's own user
+ * when the tests run as root.
+ */
+export interface SiteProxy {
+  port: number;
+  url: string;
+  /** What the proxy logged so far: tinyproxy's output, squid's access log (written as a tunnel ends). */
+  log: () => string;
+  child: ChildProcess;
+}
+
+export async function startTinyproxy(dir: string, name: string, extra = ''): Promise<SiteProxy> {
+  const port = await freePort();
+  const conf = join(dir, `${name}.conf`);
+  writeFileSync(conf, `Port ${port}\nListen 127.0.0.1\nTimeout 30\nAllow 127.0.0.1\nLogLevel Info\nMaxClients 20\n${extra}`);
+  const child = spawn('tinyproxy', ['-d', '-c', conf], { stdio: ['ignore', 'pipe', 'pipe'] });
+  track(child);
+  let log = '';
+  child.stdout?.on('data', (d: Buffer) => (log += d.toString()));
+  child.stderr?.on('data', (d: Buffer) => (log += d.toString()));
+  await waitForPort(port);
+  return { port, url: `http://127.0.0.1:${port}`, log: () => log, child };
+}
+
+export interface SquidOptions {
+  /** Ports CONNECT may reach besides 443 (Debian's SSL_ports), as a site's admin adds them. */
+  sslPorts?: (number | string)[];
+  /** Options of its http_port (ssl-bump ...). */
+  portOptions?: string;
+  /** More lines after the access rules (ssl_bump ...). */
+  extra?: string[];
+}
+
+/** squid with Debian's access rules: CONNECT to SSL_ports only, which is 443 unless told more. */
+export async function startSquid(dir: string, name: string, o: SquidOptions = {}): Promise<SiteProxy> {
+  const port = await freePort();
+  const conf = join(dir, `${name}.conf`);
+  const access = join(dir, `${name}-access.log`);
+  writeFileSync(
+    conf,
+    [
+      'acl SSL_ports port 443',
+      ...(o.sslPorts ?? []).map((p) => `acl SSL_ports port ${p}`),
+      'acl Safe_ports port 80',
+      'acl Safe_ports port 443',
+      'acl Safe_ports port 1025-65535',
+      'http_access deny !Safe_ports',
+      'http_access deny CONNECT !SSL_ports',
+      'http_access allow localhost',
+      'http_access deny all',
+      `http_port 127.0.0.1:${port}${o.portOptions ? ` ${o.portOptions}` : ''}`,
+      ...(o.extra ?? []),
+      `pid_filename ${join(dir, `${name}.pid`)}`,
+      `cache_log ${join(dir, `${name}-cache.log`)}`,
+      `access_log stdio:${access}`,
+      'cache deny all',
+      'pinger_enable off',
+      'shutdown_lifetime 0 seconds',
+      '',
+    ].join('\n'),
+  );
+  const bin = spawnSync('sh', ['-c', 'command -v squid']).stdout?.toString().trim() || '/usr/sbin/squid';
+  const child = spawn(bin, ['-N', '-f', conf], { stdio: 'ignore' });
+  track(child);
+  await waitForPort(port);
+  const log = (): string => {
+    try {
+      return readFileSync(access, 'utf8');
+    } catch {
+      return '';
+    }
+  };
+  return { port, url: `http://127.0.0.1:${port}`, log, child };
+}
+
+/** TLS in front of a plain TCP port on loopback (a vendor's HTTPS, a proxy's TLS port), as stunnel serves it. */
+export async function tlsFront(certFile: string, keyFile: string, targetPort: number): Promise<{ server: Server; port: number }> {
+  const server = createTlsServer({ cert: readFileSync(certFile), key: readFileSync(keyFile) }, (tls) => {
+    const upstream = connect(targetPort, '127.0.0.1');
+    tls.pipe(upstream).pipe(tls);
+    const end = (): void => void (tls.destroy(), upstream.destroy());
+    tls.on('error', end);
+    upstream.on('error', end);
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  return { server, port: (server.address() as { port: number }).port };
+}
