@@ -5,12 +5,17 @@ import type { Broker } from './broker.js';
 import { MqttBroker } from './mqtt-broker.js';
 import { OFFLINE, type Topics } from './topics.js';
 
+/** The agent's MQTT client id: mqtt.clientId, or chair-agent-<site.id>. */
+export function agentClientId(config: Config): string {
+  return config.mqtt.clientId ?? `chair-agent-${config.site.id}`;
+}
+
 /** The broker connection the config describes, with the agent's will (bridge/state offline). */
 export function brokerFromConfig(config: Config, topics: Topics, logger: Logger, clock: Clock = systemClock): Broker {
   const m = config.mqtt;
   return new MqttBroker({
     url: m.url,
-    clientId: m.clientId ?? `chair-agent-${config.site.id}`,
+    clientId: agentClientId(config),
     username: m.username,
     password: m.password,
     ca: m.ca,

@@ -15,7 +15,8 @@ import { waitFor } from '../helpers/wait.js';
 /**
  * A site broker that gives each login the client id of its user name (Mosquitto's
  * use_username_as_clientid, which hardening guides suggest): doctor, logging in as the agent,
- * takes the running agent's session, and its will says offline. doctor says so, and why.
+ * takes the running agent's session, and its will says offline. doctor says so, and why. And a
+ * broker that admits client ids by prefix (clientid_prefixes) admits doctor as it admits the agent.
  */
 
 const USER = 'chairs';
@@ -53,7 +54,7 @@ async function config(name: string, brokerPort: number): Promise<string> {
   return path;
 }
 
-describeWith('mosquitto', "doctor beside a running agent on a broker that sets client ids itself", () => {
+describeWith('mosquitto', 'doctor on brokers that set or restrict client ids', () => {
   it('with use_username_as_clientid, doctor says its check took the agent off the broker, and the agent comes back by itself', async () => {
     const broker = await siteBroker(true);
     const path = await config('forced', broker.port);
@@ -83,6 +84,18 @@ describeWith('mosquitto', "doctor beside a running agent on a broker that sets c
       expect(agent.lines.filter((l) => l.msg === 'broker connection lost; buffering')).toEqual([]);
     } finally {
       expect(await agent.signal('SIGTERM')).toBe(0);
+      await broker.stop();
+    }
+  });
+
+  it('on a broker that admits client ids by prefix (clientid_prefixes), doctor is admitted as the agent is', async () => {
+    const broker = await startBroker({ listener: (p) => `listener ${p} 127.0.0.1\nallow_anonymous true\nclientid_prefixes chair-agent-prefixed` });
+    const path = join(dir, 'prefixed.yaml');
+    writeFileSync(path, `site: {id: prefixed}\nvendor: {baseUrl: "${sim.url}", apiKey: ${TEST_API_KEY}}\nwebhook: {channelSecret: ${TEST_SECRET}}\nmqtt: {url: "${broker.url}"}\nstorage: {path: ${join(dir, 'prefixed.db')}}\n`);
+    try {
+      const r = await runCli(['doctor', '--config', path]);
+      expect(r.stdout).toMatch(/^ok {4}broker /m);
+    } finally {
       await broker.stop();
     }
   });

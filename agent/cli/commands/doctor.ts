@@ -2,6 +2,7 @@ import { X509Certificate } from 'node:crypto';
 import { accessSync, constants, existsSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import type { MqttClient } from 'mqtt';
+import { agentClientId } from '../../mqtt/broker-from-config.js';
 import { brokerAddress, connectClient } from '../../mqtt/client-options.js';
 import { brokerErrorText } from '../../mqtt/proxy-tunnel.js';
 import { IDENTIFIER_FIX, isKeepaliveSuspect, keepaliveFix, shorterKeepalive } from '../../mqtt/keepalive-refusal.js';
@@ -194,7 +195,8 @@ function brokerHint(message: string, config: Config): string {
     return `the vendor is reached through a proxy (vendor.proxy, or the environment's): a broker outside the site is reached only through one too, with mqtt.proxy (OPERATIONS.md, "Behind the site's proxy")`;
   if (/ECONNREFUSED/.test(message)) return 'nothing listens there: is Mosquitto running (systemctl status mosquitto)? check mqtt.url host and port';
   if (/ENOTFOUND|EAI_AGAIN/.test(message)) return 'the broker host name does not resolve: check mqtt.url';
-  if (/Not authorized|Bad username or password|not authorised/i.test(message)) return 'the broker refused the login: check mqtt.username and the credential mqtt-password';
+  if (/Not authorized|Bad username or password|not authorised/i.test(message))
+    return `the broker refused the login: check mqtt.username and the credential mqtt-password, and that the broker admits the client id ${agentClientId(config)}-doctor (Mosquitto's clientid_prefixes admits the agent's prefix)`;
   if (/certificate|self.signed|SSL|TLS/i.test(message)) return 'TLS failed: check mqtt.ca (the CA of the broker certificate), mqtt.cert/key, or the host name in mqtt.url';
   if (/protocol|Unsupported/i.test(message) && config.mqtt.protocolVersion === 5) return 'the broker may not speak MQTT 5: set mqtt.protocolVersion: 4';
   if (/timed out/.test(message)) return 'no answer: a firewall, or a wrong port (mqtts is usually 8883)';
@@ -272,7 +274,9 @@ function brokerCheck(config: Config, timeoutMs: number, keepalive = config.mqtt.
   return new Promise((resolve) => {
     let client: MqttClient;
     try {
-      client = connectClient(m, { clientId: `chair-agent-doctor-${process.pid}`, keepaliveSeconds: keepalive, connectTimeoutMs: timeoutMs });
+      // The agent's id and a suffix: a broker that admits client ids by prefix (Mosquitto's
+      // clientid_prefixes) admits doctor as it admits the agent, and the two never collide.
+      client = connectClient(m, { clientId: `${agentClientId(config)}-doctor`, keepaliveSeconds: keepalive, connectTimeoutMs: timeoutMs });
     } catch (err) {
       resolve([{ name, ok: false, detail: `${where}: ${errorMessage(err)}`, hint: 'check mqtt.ca, mqtt.cert and mqtt.key' }]);
       return;
