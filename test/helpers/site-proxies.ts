@@ -1,5 +1,5 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { connect, type Server } from 'node:net';
 import { join } from 'node:path';
 import { createServer as createTlsServer } from 'node:tls';
@@ -42,6 +42,9 @@ export interface SquidOptions {
   extra?: string[];
 }
 
+/** squids this process started: each gets a service name of its own. */
+let squids = 0;
+
 /** squid with Debian's access rules: CONNECT to SSL_ports only, which is 443 unless told more. */
 export async function startSquid(dir: string, name: string, o: SquidOptions = {}): Promise<SiteProxy> {
   const port = await freePort();
@@ -71,8 +74,15 @@ export async function startSquid(dir: string, name: string, o: SquidOptions = {}
     ].join('\n'),
   );
   const bin = spawnSync('sh', ['-c', 'command -v squid']).stdout?.toString().trim() || '/usr/sbin/squid';
-  const child = spawn(bin, ['-N', '-f', conf], { stdio: 'ignore' });
+  // A service name of its own: squid names its shared memory (/dev/shm/<name>-*) after it, and a
+  // second squid under the default name, or one run by another user, fails "File exists".
+  const service = `chairagent${process.pid}n${(squids += 1)}`;
+  const child = spawn(bin, ['-N', '-n', service, '-f', conf], { stdio: 'ignore' });
   track(child);
+  // Killed, it leaves its segments behind.
+  child.once('exit', () => {
+    for (const f of readdirSync('/dev/shm').filter((n) => n.startsWith(`${service}-`))) rmSync(join('/dev/shm', f), { force: true });
+  });
   await waitForPort(port);
   const log = (): string => {
     try {
