@@ -1,5 +1,7 @@
 import { spawnSync } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { addonPath } from '../../agent/gpio/gpiod-binding.js';
 import { mosquittoPath } from '../../bench/lib/broker.js';
 
@@ -33,7 +35,7 @@ const detect: Record<Tool, () => boolean> = {
   'squid with ssl-bump': () => existsSync('/usr/lib/squid/security_file_certgen') && /--with-openssl/.test(spawnSync('/usr/sbin/squid', ['-v'], { encoding: 'utf8' }).stdout ?? ''),
   prometheus: () => onPath('prometheus') && onPath('promtool'),
   'gpiod addon': () => existsSync(addonPath() ?? ''),
-  systemd: () => onPath('systemd-analyze') && onPath('systemctl') && onPath('systemd-notify'),
+  systemd: () => onPath('systemd-analyze') && onPath('systemctl') && onPath('systemd-notify') && analyzeWorks(),
   python3: () => spawnSync('python3', ['-c', 'import socket; socket.recv_fds']).status === 0,
   chromium: () => existsSync('/usr/bin/chromium'),
   rabbitmq: () => existsSync('/usr/lib/rabbitmq/bin/rabbitmq-server') && onPath('openssl'),
@@ -42,6 +44,20 @@ const detect: Record<Tool, () => boolean> = {
   openssl: () => onPath('openssl'),
   'a Node.js older than 22': () => oldNode() !== null,
 };
+
+/**
+ * Whether systemd-analyze can verify a unit here: installed but without /run/systemd (a package
+ * pulled it into a chroot where the tests run as a user) it fails "Failed to create directory".
+ */
+function analyzeWorks(): boolean {
+  const dir = mkdtempSync(join(tmpdir(), 'analyze-'));
+  try {
+    writeFileSync(join(dir, 'probe.service'), '[Unit]\nDescription=probe\n[Service]\nExecStart=/bin/true\n');
+    return spawnSync('systemd-analyze', ['verify', join(dir, 'probe.service')], { stdio: 'ignore' }).status === 0;
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
 
 /** Whether the Mosquitto the tests run is this version or later. */
 function mosquittoAtLeast(major: number, minor: number, patch: number): boolean {
