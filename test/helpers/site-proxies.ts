@@ -94,15 +94,34 @@ export async function startSquid(dir: string, name: string, o: SquidOptions = {}
   return { port, url: `http://127.0.0.1:${port}`, log, child };
 }
 
-/** TLS in front of a plain TCP port on loopback (a vendor's HTTPS, a proxy's TLS port), as stunnel serves it. */
+/**
+ * TLS in front of a plain TCP port on loopback (a vendor's HTTPS, a proxy's TLS port), as stunnel
+ * serves it, on 127.0.0.1 and, where there is one, on ::1 at the same port: squid 6 reaches
+ * `localhost` at ::1. `server.close()` closes both.
+ */
 export async function tlsFront(certFile: string, keyFile: string, targetPort: number): Promise<{ server: Server; port: number }> {
-  const server = createTlsServer({ cert: readFileSync(certFile), key: readFileSync(keyFile) }, (tls) => {
-    const upstream = connect(targetPort, '127.0.0.1');
-    tls.pipe(upstream).pipe(tls);
-    const end = (): void => void (tls.destroy(), upstream.destroy());
-    tls.on('error', end);
-    upstream.on('error', end);
-  });
+  const make = (): Server =>
+    createTlsServer({ cert: readFileSync(certFile), key: readFileSync(keyFile) }, (tls) => {
+      const upstream = connect(targetPort, '127.0.0.1');
+      tls.pipe(upstream).pipe(tls);
+      const end = (): void => void (tls.destroy(), upstream.destroy());
+      tls.on('error', end);
+      upstream.on('error', end);
+    });
+  const server = make();
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  return { server, port: (server.address() as { port: number }).port };
+  const port = (server.address() as { port: number }).port;
+  const v6 = make();
+  const bound = await new Promise<boolean>((r) => {
+    v6.once('error', () => r(false));
+    v6.listen(port, '::1', () => r(true));
+  });
+  if (bound) {
+    const close = server.close.bind(server);
+    server.close = ((cb?: (err?: Error) => void) => {
+      v6.close();
+      return close(cb);
+    }) as typeof server.close;
+  }
+  return { server, port };
 }

@@ -37,7 +37,8 @@ beforeAll(async () => {
   const run = (args: string[]): void => void spawnSync('openssl', args, { cwd: dir });
   run(['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-days', '2', '-subj', '/CN=central-ca', '-keyout', 'ca.key', '-out', 'ca.pem']);
   run(['req', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-subj', '/CN=localhost', '-keyout', 'server.key', '-out', 'server.csr']);
-  writeFileSync(join(dir, 'san.ext'), 'subjectAltName=DNS:localhost\n');
+  // Both names: squid 6 takes localhost for ::1, where the test brokers do not listen.
+  writeFileSync(join(dir, 'san.ext'), 'subjectAltName=DNS:localhost,IP:127.0.0.1\n');
   run(['x509', '-req', '-in', 'server.csr', '-CA', 'ca.pem', '-CAkey', 'ca.key', '-CAcreateserial', '-days', '2', '-extfile', 'san.ext', '-out', 'server.pem']);
   for (const f of ['ca.pem', 'server.pem', 'server.key']) chmodSync(join(dir, f), 0o644);
 });
@@ -206,15 +207,15 @@ describeWith(['mosquitto', 'squid', 'openssl'], "the broker through squid with D
     const write = (proxyUrl: string): void =>
       writeFileSync(
         path,
-        `site: {id: tunnel-squid}\nvendor: {baseUrl: "${sim.url}", apiKey: ${TEST_API_KEY}}\nwebhook: {channelSecret: ${TEST_SECRET}}\nhttp: {host: 127.0.0.1, port: 0}\nmqtt: {url: "mqtts://localhost:${port}", ca: ${join(dir, 'ca.pem')}, proxy: "${proxyUrl}"}\nstorage: {path: ${join(dir, 'squid.db')}}\n`,
+        `site: {id: tunnel-squid}\nvendor: {baseUrl: "${sim.url}", apiKey: ${TEST_API_KEY}}\nwebhook: {channelSecret: ${TEST_SECRET}}\nhttp: {host: 127.0.0.1, port: 0}\nmqtt: {url: "mqtts://127.0.0.1:${port}", ca: ${join(dir, 'ca.pem')}, proxy: "${proxyUrl}"}\nstorage: {path: ${join(dir, 'squid.db')}}\n`,
       );
     write(strict.url);
     try {
       const doctor = await runCli(['doctor', '--config', path]);
       const line = doctor.stdout.split('\n').find((l) => /^(ok|FAIL)\s+broker/.test(l)) ?? doctor.stdout;
-      expect(line).toMatch(new RegExp(`^FAIL {2}broker .*refused the tunnel to localhost:${port} \\(HTTP 403 Forbidden\\): .*acl SSL_ports port <port>`));
-      expect(doctor.stdout).toContain(`hint: check mqtt.proxy (${strict.url}) and that it opens a tunnel to localhost:${port}: curl -v -p -x <the proxy> telnet://localhost:${port}`);
-      expect(strict.log()).toMatch(new RegExp(`TCP_DENIED/403 .*CONNECT localhost:${port}`));
+      expect(line).toMatch(new RegExp(`^FAIL {2}broker .*refused the tunnel to 127.0.0.1:${port} \\(HTTP 403 Forbidden\\): .*acl SSL_ports port <port>`));
+      expect(doctor.stdout).toContain(`hint: check mqtt.proxy (${strict.url}) and that it opens a tunnel to 127.0.0.1:${port}: curl -v -p -x <the proxy> telnet://127.0.0.1:${port}`);
+      expect(strict.log()).toMatch(new RegExp(`TCP_DENIED/403 .*CONNECT 127.0.0.1:${port}`));
     } finally {
       strict.child.kill();
     }
@@ -227,7 +228,7 @@ describeWith(['mosquitto', 'squid', 'openssl'], "the broker through squid with D
       await waitFor(() => sub.messages.find((m) => m.text.includes('online')), 'bridge/state online through the tunnel');
       expect(await agent.signal('SIGTERM')).toBe(0);
       // squid logs a tunnel when it closes.
-      await waitFor(() => (new RegExp(`TCP_TUNNEL/200 .*CONNECT localhost:${port}`).test(open.log()) ? true : undefined), "squid's log of the tunnel");
+      await waitFor(() => (new RegExp(`TCP_TUNNEL/200 .*CONNECT 127.0.0.1:${port}`).test(open.log()) ? true : undefined), "squid's log of the tunnel");
     } finally {
       await sub.close();
       await agent.signal('SIGTERM');

@@ -38,7 +38,9 @@ beforeAll(async () => {
   const ec = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes'];
   openssl(['req', '-x509', ...ec, '-days', '2', '-subj', '/CN=vendor-ca', '-keyout', 'vendor-ca.key', '-out', 'vendor-ca.pem']);
   openssl(['req', ...ec, '-subj', '/CN=localhost', '-keyout', 'vendor.key', '-out', 'vendor.csr']);
-  writeFileSync(join(dir, 'san.ext'), 'subjectAltName=DNS:localhost\n');
+  // The vendor is reached by name (squid makes its certificate for the name asked for), the broker
+  // as 127.0.0.1 (squid 6 takes localhost for ::1, where Mosquitto does not listen here).
+  writeFileSync(join(dir, 'san.ext'), 'subjectAltName=DNS:localhost,IP:127.0.0.1\n');
   openssl(['x509', '-req', '-in', 'vendor.csr', '-CA', 'vendor-ca.pem', '-CAkey', 'vendor-ca.key', '-CAcreateserial', '-days', '2', '-extfile', 'san.ext', '-out', 'vendor.pem']);
   openssl(['req', '-x509', ...ec, '-days', '2', '-subj', '/CN=site-inspection-ca', '-addext', 'basicConstraints=critical,CA:TRUE', '-addext', 'keyUsage=critical,keyCertSign,cRLSign', '-keyout', 'site-ca.key', '-out', 'site-ca.pem']);
   for (const f of ['vendor-ca.pem', 'vendor.pem', 'vendor.key', 'site-ca.pem', 'site-ca.key']) chmodSync(join(dir, f), 0o644);
@@ -161,7 +163,7 @@ describeWith(['squid with ssl-bump', 'openssl'], "the vendor through the site's 
 
 describeWith(['squid with ssl-bump', 'mosquitto', 'openssl'], "the broker through the site's TLS-inspecting proxy", () => {
   it('inspected, the broker is said to be behind the inspection and doctor says which exception to ask for; with squid splicing the broker\'s name as told, the agent connects', async () => {
-    // The broker's certificate (localhost), from a CA of its own: the centre's.
+    // The broker's certificate (127.0.0.1), from a CA of its own: the centre's.
     const brokerPort = await freePort();
     const broker = await startBroker({
       listener: (p) => `listener ${p} 127.0.0.1\nallow_anonymous true\nlistener ${brokerPort} 127.0.0.1\ncertfile ${join(dir, 'vendor.pem')}\nkeyfile ${join(dir, 'vendor.key')}`,
@@ -171,18 +173,18 @@ describeWith(['squid with ssl-bump', 'mosquitto', 'openssl'], "the broker throug
     const write = (proxyPort: number): void =>
       writeFileSync(
         path,
-        `site: {id: inspected-broker}\nvendor: {baseUrl: "${sim.url}", apiKey: ${TEST_API_KEY}}\nwebhook: {channelSecret: ${TEST_SECRET}}\nhttp: {host: 127.0.0.1, port: 0}\nmqtt: {url: "mqtts://localhost:${brokerPort}", ca: ${join(dir, 'vendor-ca.pem')}, proxy: "http://127.0.0.1:${proxyPort}"}\nstorage: {path: ${join(dir, 'broker.db')}}\n`,
+        `site: {id: inspected-broker}\nvendor: {baseUrl: "${sim.url}", apiKey: ${TEST_API_KEY}}\nwebhook: {channelSecret: ${TEST_SECRET}}\nhttp: {host: 127.0.0.1, port: 0}\nmqtt: {url: "mqtts://127.0.0.1:${brokerPort}", ca: ${join(dir, 'vendor-ca.pem')}, proxy: "http://127.0.0.1:${proxyPort}"}\nstorage: {path: ${join(dir, 'broker.db')}}\n`,
       );
     try {
       write(inspecting.port);
       const r = await runCli(['doctor', '--config', path]);
       const line = r.stdout.split('\n').find((l) => /^(ok|FAIL)\s+broker/.test(l)) ?? r.stdout;
       expect(line).toMatch(/^FAIL {2}broker .*not trusted \(SELF_SIGNED_CERT_IN_CHAIN\): through mqtt\.proxy, most likely the proxy inspecting TLS/);
-      expect(r.stdout).toContain(`hint: ask the site's IT to exempt localhost:${brokerPort} from TLS inspection (squid: acl broker ssl::server_name localhost, then ssl_bump splice broker before its bump rule)`);
+      expect(r.stdout).toContain(`hint: ask the site's IT to exempt 127.0.0.1:${brokerPort} from TLS inspection (squid: acl broker ssl::server_name 127.0.0.1, then ssl_bump splice broker before its bump rule)`);
     } finally {
       inspecting.child.kill();
     }
-    const splicing = await startInspectingSquid('squid-splice', ['localhost']);
+    const splicing = await startInspectingSquid('squid-splice', ['127.0.0.1']);
     write(splicing.port);
     const agent = AgentProcess.start(['run', '--config', path]);
     try {
