@@ -146,6 +146,31 @@ export class UndiciVendorApi implements VendorApi {
   }
 
   /** The proxy as it may be logged: host and port, any password masked. */
+  /**
+   * An error page the site's proxy made itself, not the vendor's answer: a proxy that inspects
+   * TLS answers in the vendor's place, and squid marks its own with X-Squid-Error. Its 403 is the
+   * proxy's rules, not a refused Apikey.
+   */
+  private proxyAnswer(status: number, headers: Record<string, string | string[] | undefined>): VendorError | null {
+    if (!this.opts.proxy) return null;
+    const first = (v: string | string[] | undefined): string => (Array.isArray(v) ? (v[0] ?? '') : (v ?? ''));
+    const said = first(headers['x-squid-error']);
+    if (said === '') return null;
+    // Errors from before squid sent the request on: a start it refused or could not forward was not made.
+    const notSent = /ERR_CONNECT_FAIL|ERR_DNS_FAIL|ERR_ACCESS_DENIED|ERR_CANNOT_FORWARD/.test(said);
+    const why =
+      status === 403
+        ? "the proxy's rules refuse this request: the site's IT allows the vendor's address"
+        : notSent
+          ? 'the proxy could not reach the vendor'
+          : "see the proxy's log";
+    return new VendorError('VENDOR_UNREACHABLE', `the proxy ${this.proxyName()} answered HTTP ${status} in place of ${this.origin.host} (${said.slice(0, 120)}): ${why}`, {
+      status,
+      retryable: true,
+      ambiguous: !notSent,
+    });
+  }
+
   private proxyName(): string {
     return redactUrl(this.opts.proxy ?? '(none)');
   }
@@ -205,7 +230,7 @@ export class UndiciVendorApi implements VendorApi {
       const text = await this.readBody(res.body, endpoint);
       outcome = String(res.statusCode);
       if (res.statusCode >= 200 && res.statusCode < 300) return text;
-      throw statusError(endpoint, res.statusCode, res.headers['retry-after'], this.opts.clock.now());
+      throw this.proxyAnswer(res.statusCode, res.headers) ?? statusError(endpoint, res.statusCode, res.headers['retry-after'], this.opts.clock.now());
     } catch (err) {
       const mapped = this.mapError(err, endpoint, controller.signal);
       if (outcome === 'error') outcome = mapped.code;

@@ -38,6 +38,8 @@ export interface SquidOptions {
   sslPorts?: (number | string)[];
   /** Options of its http_port (ssl-bump ...). */
   portOptions?: string;
+  /** Access rules of the site's own, before localhost is allowed (a denied path, say). */
+  access?: string[];
   /** More lines after the access rules (ssl_bump ...). */
   extra?: string[];
 }
@@ -60,6 +62,7 @@ export async function startSquid(dir: string, name: string, o: SquidOptions = {}
       'acl Safe_ports port 1025-65535',
       'http_access deny !Safe_ports',
       'http_access deny CONNECT !SSL_ports',
+      ...(o.access ?? []),
       'http_access allow localhost',
       'http_access deny all',
       `http_port 127.0.0.1:${port}${o.portOptions ? ` ${o.portOptions}` : ''}`,

@@ -1,5 +1,5 @@
 import { spawnSync } from 'node:child_process';
-import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import type { Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -100,13 +100,14 @@ describeWith('openssl', 'a vendor with a private CA, reached directly', () => {
  * squid-openssl inspecting every tunnel, as a site's does: it ends the TLS and presents a
  * certificate signed by the site's CA. `splice` names server names it lets through untouched.
  */
-function startInspectingSquid(name: string, splice: string[] = []): Promise<SiteProxy> {
+function startInspectingSquid(name: string, splice: string[] = [], access: string[] = []): Promise<SiteProxy> {
   const certgen = '/usr/lib/squid/security_file_certgen';
   const db = join(dir, `${name}-ssl_db`);
   spawnSync(certgen, ['-c', '-s', db, '-M', '4MB']);
   spawnSync('chmod', ['-R', 'a+rwX', db]);
   return startSquid(dir, name, {
     sslPorts: ['1025-65535'],
+    access,
     portOptions: `ssl-bump generate-host-certificates=on dynamic_cert_mem_cache_size=4MB tls-cert=${join(dir, 'site-ca.pem')} tls-key=${join(dir, 'site-ca.key')}`,
     extra: [
       `sslcrtd_program ${certgen} -s ${db} -M 4MB`,
@@ -157,6 +158,34 @@ describeWith(['squid with ssl-bump', 'openssl'], "the vendor through the site's 
       await waitFor(() => (access().includes(`POST https://localhost:${frontPort}/api/chair/control`) ? true : undefined), "squid's log of the control call");
     } finally {
       expect(await agent.signal('SIGTERM')).toBe(0);
+    }
+  });
+});
+
+describeWith(['squid with ssl-bump', 'openssl'], 'answers the inspecting proxy makes itself, in the vendor\'s place', () => {
+  it("the vendor out of the proxy's reach: said as the proxy's 503, not the vendor's", async () => {
+    const squid = await startInspectingSquid('squid-unreachable');
+    try {
+      const closed = await freePort();
+      const path = join(dir, 'gone.yaml');
+      writeFileSync(path, readFileSync(config('gone-src', `proxy: "${squid.url}", ca: ${join(dir, 'site-ca.pem')}`), 'utf8').replace(`localhost:${frontPort}`, `localhost:${closed}`));
+      const r = await runCli(['doctor', '--config', path]);
+      expect(vendorLine(r.stdout)).toMatch(new RegExp(`^FAIL {2}vendor API .*the proxy ${squid.url} answered HTTP 503 in place of localhost:${closed} \\(ERR_CONNECT_FAIL[^)]*\\): the proxy could not reach the vendor`));
+    } finally {
+      squid.child.kill();
+    }
+  });
+
+  it("the proxy's rules refuse the start call: the start fails as refused by the proxy, not as a rejected Apikey", async () => {
+    const squid = await startInspectingSquid('squid-deny', [], ['acl control urlpath_regex ^/api/chair/control', 'http_access deny control']);
+    try {
+      const path = config('denied', `proxy: "${squid.url}", ca: ${join(dir, 'site-ca.pem')}`);
+      const r = await runCli(['start', 'MC7002', '-m', '2', '--config', path]);
+      expect(r.code).not.toBe(0);
+      expect(r.stdout + r.stderr).toMatch(new RegExp(`the proxy ${squid.url} answered HTTP 403 in place of localhost:${frontPort} \\(ERR_ACCESS_DENIED[^)]*\\): the proxy's rules refuse this request`));
+      expect(r.stdout + r.stderr).not.toContain('Apikey');
+    } finally {
+      squid.child.kill();
     }
   });
 });
