@@ -34,12 +34,13 @@ export function brokerErrorText(err: unknown, proxy: string | undefined): string
 /** The proxy answered the CONNECT with something other than 200, or not at all. */
 export class ProxyError extends AgentError {}
 
-/** How long the proxy has to answer the CONNECT: the caller's connect timeout covers the rest. */
+/** Where a tunnel goes, and through which proxy. */
 export interface TunnelTarget {
   /** http://[user:password@]host[:port] or https://…; the credentials go as Basic auth. */
   proxy: string;
   host: string;
   port: number;
+  /** How long the proxy has to answer the CONNECT: the caller's connect timeout covers the rest. */
   timeoutMs: number;
 }
 
