@@ -47,6 +47,33 @@ export interface SquidOptions {
 /** squids this process started: each gets a service name of its own. */
 let squids = 0;
 
+function removeSegments(which: (name: string) => boolean): void {
+  let names: string[] = [];
+  try {
+    names = readdirSync('/dev/shm');
+  } catch {
+    return;
+  }
+  for (const n of names.filter(which)) rmSync(join('/dev/shm', n), { force: true });
+}
+
+/**
+ * The segments of squids whose test process has gone (a worker ended before its squid's exit
+ * was seen): their names carry that process's pid.
+ */
+function sweepSegments(): void {
+  removeSegments((n) => {
+    const pid = /^chairagent(\d+)n\d+-/.exec(n)?.[1];
+    if (pid === undefined) return false;
+    try {
+      process.kill(Number(pid), 0);
+      return false;
+    } catch (err) {
+      return (err as { code?: string }).code === 'ESRCH';
+    }
+  });
+}
+
 /** squid with Debian's access rules: CONNECT to SSL_ports only, which is 443 unless told more. */
 export async function startSquid(dir: string, name: string, o: SquidOptions = {}): Promise<SiteProxy> {
   const port = await freePort();
@@ -80,12 +107,11 @@ export async function startSquid(dir: string, name: string, o: SquidOptions = {}
   // A service name of its own: squid names its shared memory (/dev/shm/<name>-*) after it, and a
   // second squid under the default name, or one run by another user, fails "File exists".
   const service = `chairagent${process.pid}n${(squids += 1)}`;
+  sweepSegments();
   const child = spawn(bin, ['-N', '-n', service, '-f', conf], { stdio: 'ignore' });
   track(child);
-  // Killed, it leaves its segments behind.
-  child.once('exit', () => {
-    for (const f of readdirSync('/dev/shm').filter((n) => n.startsWith(`${service}-`))) rmSync(join('/dev/shm', f), { force: true });
-  });
+  // Killed, it leaves its segments behind (2 MB each squid).
+  child.once('exit', () => removeSegments((n) => n.startsWith(`${service}-`)));
   await waitForPort(port);
   const log = (): string => {
     try {
