@@ -1,4 +1,5 @@
 import type { Config } from '../config/schema.js';
+import { decodeUserinfo } from '../platform/url-credentials.js';
 
 /** The secret values of a config, for the logger's last-line scrubber. */
 export function secretValues(config: Config): string[] {
@@ -9,7 +10,7 @@ export function secretValues(config: Config): string[] {
   for (const url of [config.mqtt.url, config.vendor.baseUrl, ...[config.vendor.proxy, config.mqtt.proxy].filter((u) => u !== undefined)]) {
     try {
       const p = new URL(url).password;
-      if (p) out.push(p, decodeURIComponent(p));
+      if (p) out.push(p, decodeUserinfo(p));
     } catch {
       // validated already
     }

@@ -56,21 +56,6 @@ const isProxyUrl = urlWith('http:', 'https:', 'socks5:');
 const isTunnelProxyUrl = urlWith('http:', 'https:');
 // ws:// and wss:// for a broker reached only through a web port (a firewall that lets 443 out).
 const isMqttUrl = urlWith('mqtt:', 'mqtts:', 'ws:', 'wss:');
-/**
- * The user:password@ of a URL is percent-decoded where it is used: a % not followed by two hex
- * digits would fail there, at every connection, long after `check` passed.
- */
-const credentialsDecode = (s: string): boolean => {
-  try {
-    const u = new URL(s);
-    decodeURIComponent(u.username);
-    decodeURIComponent(u.password);
-    return true;
-  } catch (err) {
-    return !(err instanceof URIError);
-  }
-};
-const CREDENTIALS_MESSAGE = 'its user:password@ holds a % that is not followed by two hex digits: write a % in it as %25';
 
 const site = z.strictObject({
   id: described(text(z.regex(/^[a-z0-9_-]+$/, 'must match [a-z0-9_-]+')), 'Site identifier, used in every MQTT topic'),
@@ -84,7 +69,7 @@ const vendor = z.strictObject({
   baseUrl: described(text(z.refine(isHttpUrl, 'must be an http:// or https:// URL')), '{base_url} of the vendor API'),
   apiKey: described(text(z.minLength(1)), 'Vendor Apikey; or env CHAIR_AGENT_VENDOR_API_KEY, or systemd credential vendor-api-key'),
   proxy: described(
-    z.optional(text(z.refine(isProxyUrl, 'must be an http://, https:// or socks5:// URL'), z.refine(credentialsDecode, CREDENTIALS_MESSAGE))),
+    z.optional(text(z.refine(isProxyUrl, 'must be an http://, https:// or socks5:// URL'))),
     "Outbound proxy to the vendor API (http://[user:password@]host:port); without it, the environment's https_proxy/HTTPS_PROXY (http_proxy for an http:// baseUrl) and no_proxy, as curl reads them",
   ),
   ca: described(
@@ -199,7 +184,7 @@ const homeassistant = z.strictObject({
 });
 
 const mqtt = z.strictObject({
-  url: z._default(text(z.refine(isMqttUrl, 'must be an mqtt://, mqtts://, ws:// or wss:// URL'), z.refine(credentialsDecode, CREDENTIALS_MESSAGE)), 'mqtt://127.0.0.1:1883'),
+  url: z._default(text(z.refine(isMqttUrl, 'must be an mqtt://, mqtts://, ws:// or wss:// URL')), 'mqtt://127.0.0.1:1883'),
   baseTopic: z._default(topicPrefix(), 'chair-agent'),
   username: z.optional(text(z.minLength(1))),
   password: described(z.optional(text(z.minLength(1))), 'Or env CHAIR_AGENT_MQTT_PASSWORD, or systemd credential mqtt-password'),
@@ -208,7 +193,7 @@ const mqtt = z.strictObject({
   cert: described(z.optional(text(z.minLength(1))), 'PEM client certificate file'),
   key: described(z.optional(text(z.minLength(1))), 'PEM client key file'),
   proxy: described(
-    z.optional(text(z.refine(isTunnelProxyUrl, 'must be an http:// or https:// URL (a proxy that opens CONNECT tunnels)'), z.refine(credentialsDecode, CREDENTIALS_MESSAGE))),
+    z.optional(text(z.refine(isTunnelProxyUrl, 'must be an http:// or https:// URL (a proxy that opens CONNECT tunnels)'))),
     "The site's HTTP proxy to the broker (http://[user:password@]host:port), through a CONNECT tunnel; never taken from the environment",
   ),
   rejectUnauthorized: z._default(z.boolean(), true),

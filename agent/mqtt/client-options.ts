@@ -2,6 +2,7 @@ import mqtt, { MqttClient, type IClientOptions } from 'mqtt';
 import { PacketStore } from './packet-store.js';
 import { openTunnel, tlsInTunnel, TunnelAgent, TunnelStream, type TunnelTls } from './proxy-tunnel.js';
 import { readTlsFile } from '../platform/tls-files.js';
+import { decodeUserinfo } from '../platform/url-credentials.js';
 
 /** How to reach the broker: what the agent and `doctor` share, so doctor tests what the agent does. */
 export interface BrokerEndpoint {
@@ -36,8 +37,8 @@ export function endpointOptions(e: BrokerEndpoint): IClientOptions {
   // MQTT over WebSocket: the path the broker's web listener serves (Mosquitto takes any; EMQX,
   // HiveMQ and most proxies serve /mqtt). mqtt.js hands wss:// the TLS options below.
   if (protocol === 'ws' || protocol === 'wss') options.path = `${url.pathname}${url.search}`;
-  const username = e.username ?? (url.username ? decodeURIComponent(url.username) : undefined);
-  const password = e.password ?? (url.password ? decodeURIComponent(url.password) : undefined);
+  const username = e.username ?? (url.username ? decodeUserinfo(url.username) : undefined);
+  const password = e.password ?? (url.password ? decodeUserinfo(url.password) : undefined);
   if (username !== undefined) options.username = username;
   if (password !== undefined) options.password = password;
   if (e.ca) options.ca = readTlsFile(e.ca, 'mqtt.ca');

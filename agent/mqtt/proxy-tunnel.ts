@@ -5,6 +5,7 @@ import { Duplex } from 'node:stream';
 import { connect as tlsConnect, type ConnectionOptions } from 'node:tls';
 import { AgentError, errorCode, errorMessage } from '../platform/errors.js';
 import { UNTRUSTED_CHAIN_CODES } from '../platform/tls-files.js';
+import { basicAuthorization, urlCredentials } from '../platform/url-credentials.js';
 import { redactUrl } from '../config/redact.js';
 
 /**
@@ -50,10 +51,8 @@ export function openTunnel(t: TunnelTarget): Promise<Socket> {
   const secure = proxy.protocol === 'https:';
   const authority = `${isIP(t.host) === 6 ? `[${t.host}]` : t.host}:${t.port}`;
   const headers: Record<string, string> = { host: authority };
-  if (proxy.username || proxy.password) {
-    const pair = `${decodeURIComponent(proxy.username)}:${decodeURIComponent(proxy.password)}`;
-    headers['proxy-authorization'] = `Basic ${Buffer.from(pair).toString('base64')}`;
-  }
+  const credentials = urlCredentials(proxy);
+  if (credentials) headers['proxy-authorization'] = basicAuthorization(credentials);
   const named = `the proxy ${redactUrl(proxy.origin)}`;
   return new Promise((resolve, reject) => {
     // node:https only for a proxy spoken to over TLS, which few sites have (as in http/listener.ts).

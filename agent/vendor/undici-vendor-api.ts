@@ -1,6 +1,7 @@
 import type { SecureContext } from 'node:tls';
 import { UNTRUSTED_CHAIN_CODES } from '../platform/tls-files.js';
 import { Agent, loadProxyAgent, request, type Dispatcher } from './undici-parts.js';
+import { basicAuthorization, urlCredentials, withoutCredentials } from '../platform/url-credentials.js';
 import { redactUrl } from '../config/redact.js';
 import type { Clock } from '../platform/clock.js';
 import type { Logger } from '../platform/logger.js';
@@ -57,6 +58,19 @@ function causeCode(err: unknown): string | undefined {
   return undefined;
 }
 
+/**
+ * The proxy's address and its credentials, decoded here as curl decodes them (undici would
+ * decodeURIComponent them, and throw at a bare % such as "50%off"): Basic for an http(s) proxy, the
+ * user and password for socks5 (whose agent undici hands the URL's still-encoded ones).
+ */
+function proxyEndpoint(proxy: string): { uri: string; token?: string; username?: string; password?: string } {
+  const url = new URL(proxy);
+  const credentials = urlCredentials(url);
+  const uri = withoutCredentials(url).href;
+  if (!credentials) return { uri };
+  return url.protocol === 'socks5:' ? { uri, ...credentials } : { uri, token: basicAuthorization(credentials) };
+}
+
 class DeadlineExceeded extends Error {}
 
 export class UndiciVendorApi implements VendorApi {
@@ -84,7 +98,7 @@ export class UndiciVendorApi implements VendorApi {
     this.proxied ??= loadProxyAgent().then(
       (ProxyAgent) =>
         (this.dispatcher = new ProxyAgent({
-          uri: this.opts.proxy ?? '',
+          ...proxyEndpoint(this.opts.proxy ?? ''),
           proxyTunnel: this.origin.protocol === 'https:',
           connect: { timeout: this.opts.timeoutMs },
           // TLS to the vendor inside the tunnel (the proxy's own is proxyTls).
