@@ -294,6 +294,10 @@ export class UndiciVendorApi implements VendorApi {
       }, err);
     }
     const code = causeCode(err) ?? 'UNKNOWN';
+    if (code.startsWith('UND_ERR_SOCKS5') && this.opts.proxy) {
+      // Refused in the SOCKS handshake, before a byte of the request went to the vendor.
+      return new VendorError('VENDOR_UNREACHABLE', `the proxy ${this.proxyName()} did not connect to ${this.origin.host} (SOCKS5: ${socksReason(code, errorText(err))})`, { retryable: true }, err);
+    }
     if (code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_BODY_TIMEOUT') {
       return new VendorError('VENDOR_TIMEOUT', `vendor did not answer ${endpoint} within ${this.opts.timeoutMs} ms`, {
         ambiguous: true,
@@ -311,6 +315,23 @@ export class UndiciVendorApi implements VendorApi {
       { ambiguous: !notSent, retryable: true },
       err,
     );
+  }
+}
+
+/**
+ * What a SOCKS5 proxy's refusal means for the site (RFC 1928 and 1929): undici's codes for the
+ * method and login sub-negotiations, and UND_ERR_SOCKS5_REPLY_<n> for the proxy's reply.
+ */
+function socksReason(code: string, message: string): string {
+  switch (code) {
+    case 'UND_ERR_SOCKS5_AUTH_REJECTED':
+      return 'it wants credentials, user:password@ in vendor.proxy';
+    case 'UND_ERR_SOCKS5_AUTH_FAILED':
+      return 'it refused the user and password in vendor.proxy';
+    case 'UND_ERR_SOCKS5_REPLY_2':
+      return 'its rules do not allow this connection';
+    default:
+      return message.replace(/^SOCKS5 connection failed: /, '');
   }
 }
 

@@ -9,6 +9,7 @@ const HOW: Record<string, string> = {
   rabbitmq: 'install rabbitmq-server to run them (sudo apt install rabbitmq-server)',
   'mosquitto clients': 'install mosquitto-clients to run them (sudo apt install mosquitto-clients)',
   tinyproxy: 'install tinyproxy to run them (sudo apt install tinyproxy: a real HTTP proxy to the vendor)',
+  microsocks: 'install microsocks to run them (sudo apt install microsocks: a real SOCKS5 proxy to the vendor)',
   squid: 'install squid to run them (sudo apt install squid: the proxy most sites run, with its CONNECT rules)',
   'squid with ssl-bump': 'install squid-openssl to run them (sudo apt install squid-openssl: a proxy that inspects TLS, as many sites run one)',
   nginx: 'install nginx to run them (sudo apt install nginx: the reverse proxy a site puts in front of the status page)',

@@ -8,9 +8,9 @@ import { freePort, waitForPort } from './ports.js';
 
 /**
  * The proxies sites put between the box and the internet, as Debian packages them: tinyproxy,
- * and squid with Debian's own access rules (squid-openssl for TLS inspection). Each runs in the
- * foreground with its files in the test's directory, which must be writable by squid's own user
- * when the tests run as root.
+ * microsocks (SOCKS5), and squid with Debian's own access rules (squid-openssl for TLS
+ * inspection). Each runs in the foreground with its files in the test's directory, which must be
+ * writable by squid's own user when the tests run as root.
  */
 export interface SiteProxy {
   port: number;
@@ -31,6 +31,18 @@ export async function startTinyproxy(dir: string, name: string, extra = ''): Pro
   child.stderr?.on('data', (d: Buffer) => (log += d.toString()));
   await waitForPort(port);
   return { port, url: `http://127.0.0.1:${port}`, log: () => log, child };
+}
+
+/** microsocks, Debian's small SOCKS5 server, with a login when given one (RFC 1929). */
+export async function startMicrosocks(login?: { user: string; password: string }): Promise<SiteProxy> {
+  const port = await freePort();
+  const child = spawn('microsocks', ['-i', '127.0.0.1', '-p', String(port), ...(login ? ['-u', login.user, '-P', login.password] : [])], { stdio: ['ignore', 'pipe', 'pipe'] });
+  track(child);
+  let log = '';
+  child.stdout?.on('data', (d: Buffer) => (log += d.toString()));
+  child.stderr?.on('data', (d: Buffer) => (log += d.toString()));
+  await waitForPort(port);
+  return { port, url: `socks5://127.0.0.1:${port}`, log: () => log, child };
 }
 
 export interface SquidOptions {

@@ -11,7 +11,7 @@ import { mosquittoPath } from '../../bench/lib/broker.js';
  * reporter counts into one line at the end of the run ("N tests skipped: install mosquitto to
  * run them"). Nothing fails for a missing tool.
  */
-export type Tool = 'mosquitto' | 'mosquitto 2.0.12 or later' | 'mosquitto with websockets' | 'tinyproxy' | 'squid' | 'squid with ssl-bump' | 'nginx' | 'mosquitto clients' | 'curl' | 'prometheus' | 'gpiod addon' | 'systemd' | 'python3' | 'chromium' | 'rabbitmq' | 'root' | 'a Node.js older than 22' | 'prlimit' | 'openssl';
+export type Tool = 'mosquitto' | 'mosquitto 2.0.12 or later' | 'mosquitto with websockets' | 'tinyproxy' | 'microsocks' | 'squid' | 'squid with ssl-bump' | 'nginx' | 'mosquitto clients' | 'curl' | 'prometheus' | 'gpiod addon' | 'systemd' | 'python3' | 'chromium' | 'rabbitmq' | 'root' | 'a Node.js older than 22' | 'prlimit' | 'openssl';
 
 const onPath = (cmd: string): boolean => spawnSync('sh', ['-c', `command -v ${cmd}`], { stdio: 'ignore' }).status === 0;
 
@@ -28,6 +28,7 @@ const detect: Record<Tool, () => boolean> = {
   'mosquitto clients': () => onPath('mosquitto_sub') && onPath('mosquitto_pub'),
   curl: () => onPath('curl'),
   tinyproxy: () => onPath('tinyproxy'),
+  microsocks: () => onPath('microsocks'),
   // Debian puts it in /usr/sbin, which a user's PATH may not hold.
   squid: () => onPath('squid') || existsSync('/usr/sbin/squid'),
   nginx: () => existsSync('/usr/sbin/nginx'),

@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { Simulator } from '../../agent/simulator/simulator.js';
 import { runCli } from '../helpers/cli.js';
-import { startTinyproxy, tlsFront, type SiteProxy } from '../helpers/site-proxies.js';
+import { startMicrosocks, startTinyproxy, tlsFront, type SiteProxy } from '../helpers/site-proxies.js';
 import { describeWith } from '../helpers/tools.js';
 import { waitFor } from '../helpers/wait.js';
 
@@ -94,5 +94,51 @@ describeWith(['tinyproxy', 'openssl'], 'the vendor through the site\'s HTTP prox
     const check = await runCli(['check', '--config', path], env);
     expect(check.stdout).toContain(`proxy: http://agent:********@127.0.0.1:${guarded.port}/`);
     expect(r.stdout + r.stderr + check.stdout + check.stderr).not.toContain(PROXY_PASSWORD);
+  });
+});
+
+describeWith(['microsocks', 'openssl'], "the vendor through the site's SOCKS5 proxy (microsocks with a login)", () => {
+  // A password as a site's IT writes it, with a % that starts no escape: taken as curl takes it.
+  const SOCKS_PASSWORD = 'Spa50%off!';
+  let socks: SiteProxy;
+  let socksDir: string;
+  let socksSim: Simulator;
+  let tls: Server;
+  let tlsPort: number;
+  beforeAll(async () => {
+    socksDir = mkdtempSync(join(tmpdir(), 'socks-'));
+    socksSim = new Simulator({ apiKey: KEY, chairs: 2 });
+    await socksSim.start();
+    const run = (args: string[]): void => void spawnSync('openssl', args, { cwd: socksDir });
+    run(['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-days', '2', '-subj', '/CN=localhost', '-addext', 'subjectAltName=DNS:localhost', '-keyout', 'vendor.key', '-out', 'vendor.pem']);
+    ({ server: tls, port: tlsPort } = await tlsFront(join(socksDir, 'vendor.pem'), join(socksDir, 'vendor.key'), Number(new URL(socksSim.url).port)));
+    socks = await startMicrosocks({ user: 'site', password: SOCKS_PASSWORD });
+  });
+  afterAll(async () => {
+    socks?.child.kill();
+    tls?.close();
+    await socksSim?.close();
+    rmSync(socksDir, { recursive: true, force: true });
+  });
+
+  const socksConfig = (name: string, proxy: string): string => {
+    const path = join(socksDir, `${name}.yaml`);
+    writeFileSync(path, `site: {id: socks}\nvendor: {baseUrl: "https://localhost:${tlsPort}", apiKey: ${KEY}, proxy: "${proxy}"}\nwebhook: {channelSecret: ${SECRET}}\nmqtt: {url: "mqtt://127.0.0.1:1"}\nstorage: {path: ${join(socksDir, `${name}.db`)}}\n`);
+    return path;
+  };
+  const env = (): Record<string, string> => ({ NODE_EXTRA_CA_CERTS: join(socksDir, 'vendor.pem') });
+
+  it('with the login in vendor.proxy, doctor reaches the https:// vendor by name through it; without it, or wrong, doctor says which', async () => {
+    const withLogin = (password: string): string => socks.url.replace('socks5://', `socks5://site:${password}@`);
+    const ok = await runCli(['doctor', '--config', socksConfig('login', withLogin(SOCKS_PASSWORD))], env());
+    expect(vendorLine(ok.stdout)).toMatch(/^ok {4}vendor API {2}https:\/\/localhost:\d+ answered with the key: 2 chair/);
+    // The proxy resolved the vendor's name and connected for a client that logged in.
+    expect(socks.log()).toMatch(/connected to localhost:\d+/);
+    const none = await runCli(['doctor', '--config', socksConfig('none', socks.url)], env());
+    expect(vendorLine(none.stdout)).toContain(`the proxy ${socks.url} did not connect to localhost:${tlsPort} (SOCKS5: it wants credentials, user:password@ in vendor.proxy)`);
+    const wrong = await runCli(['doctor', '--config', socksConfig('wrong', withLogin('wrong-pass'))], env());
+    expect(vendorLine(wrong.stdout)).toContain('(SOCKS5: it refused the user and password in vendor.proxy)');
+    expect(ok.stdout + ok.stderr + none.stdout + wrong.stdout + wrong.stderr).not.toContain(SOCKS_PASSWORD);
+    expect(wrong.stdout + wrong.stderr).not.toContain('wrong-pass');
   });
 });
