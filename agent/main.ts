@@ -135,6 +135,13 @@ async function main(): Promise<void> {
   process.on('unhandledRejection', (reason) => {
     process.stderr.write(`chair-agent: unhandled rejection: ${errorMessage(reason)}\n`);
   });
+  // Node.js prints its warnings through a listener of its own; this one takes its place.
+  let onWarning: ((warning: Error) => void) | null = null;
+  process.removeAllListeners('warning');
+  process.on('warning', (warning) => {
+    if (onWarning) onWarning(warning);
+    else process.stderr.write(`(node:${process.pid}) ${warning.name}: ${warning.message}\n`);
+  });
 
   const ctx: CommandContext = {
     env: process.env,
@@ -147,6 +154,7 @@ async function main(): Promise<void> {
     stdoutIsTTY: process.stdout.isTTY === true,
     logOutput,
     pid: process.pid,
+    onWarning: (handler) => void (onWarning = handler),
   };
 
   let code: number;

@@ -16,6 +16,12 @@ export interface CommandContext {
   /** Standard output as a stream for `run`'s log lines, made on first call (platform/log-sink.ts). */
   logOutput?: (() => Writable) | undefined;
   pid: number;
+  /**
+   * Where Node.js's process warnings go (an experimental API a dependency uses, a listener leak):
+   * `run` hands a handler that logs them, so the journal gets a JSON line; null, or a command that
+   * sets none, prints them as Node.js does.
+   */
+  onWarning?: ((handler: ((warning: Error) => void) | null) => void) | undefined;
 }
 
 export const EXIT_OK = 0;

@@ -5,6 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { Simulator } from '../../agent/simulator/simulator.js';
+import { AgentProcess } from '../helpers/agent-process.js';
 import { runCli } from '../helpers/cli.js';
 import { startMicrosocks, startTinyproxy, tlsFront, type SiteProxy } from '../helpers/site-proxies.js';
 import { describeWith } from '../helpers/tools.js';
@@ -140,5 +141,20 @@ describeWith(['microsocks', 'openssl'], "the vendor through the site's SOCKS5 pr
     expect(vendorLine(wrong.stdout)).toContain('(SOCKS5: it refused the user and password in vendor.proxy)');
     expect(ok.stdout + ok.stderr + none.stdout + wrong.stdout + wrong.stderr).not.toContain(SOCKS_PASSWORD);
     expect(wrong.stdout + wrong.stderr).not.toContain('wrong-pass');
+  });
+
+  it('the built agent polls through it, and the journal gets only JSON lines: Node.js\'s note that SOCKS5 is experimental is one of them', async () => {
+    const path = socksConfig('run', socks.url.replace('socks5://', `socks5://site:${encodeURIComponent('Spa50%off!')}@`));
+    const agent = AgentProcess.start(['run', '--config', path], env());
+    try {
+      await agent.waitForLog((l) => l.msg === 'vendor API reachable', 'polled through the SOCKS5 proxy');
+      const note = await agent.waitForLog((l) => l['component'] === 'node', "Node.js's warning as a log line");
+      expect(note).toMatchObject({ level: 'info', warning: 'ExperimentalWarning' });
+      expect(await agent.signal('SIGTERM')).toBe(0);
+      expect(agent.stderr).toBe('');
+      expect(agent.raw.split('\n').filter((l) => l !== '' && !l.startsWith('{'))).toEqual([]);
+    } finally {
+      await agent.signal('SIGTERM');
+    }
   });
 });

@@ -40,6 +40,9 @@ export async function runCommand(args: ParsedArgs, ctx: CommandContext, loading?
   const sink = pretty || !ctx.logOutput ? undefined : streamLogSink(ctx.logOutput(), { reopen: ctx.logOutput });
   const destination = pretty ?? sink;
   const logger = createLogger({ level: config.log.level, destination, secrets: secretValues(config) });
+  const nodeLog = logger.child({ component: 'node' });
+  // An experimental API in use (undici's SOCKS5) is news, not trouble.
+  ctx.onWarning?.((warning) => nodeLog[warning.name === 'ExperimentalWarning' ? 'info' : 'warn']({ warning: warning.name, code: (warning as { code?: unknown }).code }, warning.message));
   const agent = build(config, { logger });
   const notifier = serviceNotifier(ctx.env, logger.child({ component: 'systemd' }), agent.clock, ctx.pid);
   try {
@@ -67,6 +70,7 @@ export async function runCommand(args: ParsedArgs, ctx: CommandContext, loading?
   await agent.stop();
   notifier.stopWatchdog();
   logger.info('stopped');
+  ctx.onWarning?.(null);
   logger.flush();
   await sink?.flushed();
   sink?.close();
