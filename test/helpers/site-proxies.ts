@@ -20,29 +20,28 @@ export interface SiteProxy {
   child: ChildProcess;
 }
 
-export async function startTinyproxy(dir: string, name: string, extra = ''): Promise<SiteProxy> {
-  const port = await freePort();
-  const conf = join(dir, `${name}.conf`);
-  writeFileSync(conf, `Port ${port}\nListen 127.0.0.1\nTimeout 30\nAllow 127.0.0.1\nLogLevel Info\nMaxClients 20\n${extra}`);
-  const child = spawn('tinyproxy', ['-d', '-c', conf], { stdio: ['ignore', 'pipe', 'pipe'] });
+/** A proxy in the foreground, its output kept as its log, once it listens on its port. */
+async function foreground(bin: string, args: string[], port: number, url: string): Promise<SiteProxy> {
+  const child = spawn(bin, args, { stdio: ['ignore', 'pipe', 'pipe'] });
   track(child);
   let log = '';
   child.stdout?.on('data', (d: Buffer) => (log += d.toString()));
   child.stderr?.on('data', (d: Buffer) => (log += d.toString()));
   await waitForPort(port);
-  return { port, url: `http://127.0.0.1:${port}`, log: () => log, child };
+  return { port, url, log: () => log, child };
+}
+
+export async function startTinyproxy(dir: string, name: string, extra = ''): Promise<SiteProxy> {
+  const port = await freePort();
+  const conf = join(dir, `${name}.conf`);
+  writeFileSync(conf, `Port ${port}\nListen 127.0.0.1\nTimeout 30\nAllow 127.0.0.1\nLogLevel Info\nMaxClients 20\n${extra}`);
+  return foreground('tinyproxy', ['-d', '-c', conf], port, `http://127.0.0.1:${port}`);
 }
 
 /** microsocks, Debian's small SOCKS5 server, with a login when given one (RFC 1929). */
 export async function startMicrosocks(login?: { user: string; password: string }): Promise<SiteProxy> {
   const port = await freePort();
-  const child = spawn('microsocks', ['-i', '127.0.0.1', '-p', String(port), ...(login ? ['-u', login.user, '-P', login.password] : [])], { stdio: ['ignore', 'pipe', 'pipe'] });
-  track(child);
-  let log = '';
-  child.stdout?.on('data', (d: Buffer) => (log += d.toString()));
-  child.stderr?.on('data', (d: Buffer) => (log += d.toString()));
-  await waitForPort(port);
-  return { port, url: `socks5://127.0.0.1:${port}`, log: () => log, child };
+  return foreground('microsocks', ['-i', '127.0.0.1', '-p', String(port), ...(login ? ['-u', login.user, '-P', login.password] : [])], port, `socks5://127.0.0.1:${port}`);
 }
 
 export interface SquidOptions {
