@@ -50,7 +50,7 @@ describe('chair-agent gpio, the wiring test', () => {
     const { config, clock, kernel, driver, ctx, stop, output } = setup('pi5b-bookworm-early.txt');
     const run = gpioCommand(parseCli(['gpio', '--blink', '--config', config]), ctx, { driver, clock });
     // The config is read and validated first (a module loaded on demand): the table follows.
-    await vi.waitFor(() => expect(output()).toContain('gpiod driver;'));
+    await vi.waitFor(() => expect(output()).toContain('gpiod driver;'), { timeout: 15_000 });
     await settle();
     expect(output()).toContain(`gpiod driver; the lines as the kernel has them:
 
