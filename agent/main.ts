@@ -135,12 +135,14 @@ async function main(): Promise<void> {
   process.on('unhandledRejection', (reason) => {
     process.stderr.write(`chair-agent: unhandled rejection: ${errorMessage(reason)}\n`);
   });
-  // Node.js prints its warnings through a listener of its own; this one takes its place.
+  // Node.js prints its warnings through a listener of its own; this one takes its place. The
+  // other commands print them as Node.js does, but for an experimental API in use (undici's
+  // SOCKS5), which is not the user's to act on and would land in doctor's report.
   let onWarning: ((warning: Error) => void) | null = null;
   process.removeAllListeners('warning');
   process.on('warning', (warning) => {
     if (onWarning) onWarning(warning);
-    else process.stderr.write(`(node:${process.pid}) ${warning.name}: ${warning.message}\n`);
+    else if (warning.name !== 'ExperimentalWarning') process.stderr.write(`(node:${process.pid}) ${warning.name}: ${warning.message}\n`);
   });
 
   const ctx: CommandContext = {
