@@ -4,7 +4,8 @@
 # that do not validate is never locked out; a crash loop ends after 5 crashes in 5 minutes, and
 # the next manual start runs. Prints "ok: ..." and "SYSTEMD-TEST PASS" or "SYSTEMD-TEST FAIL: ..."
 # on the serial console, then powers off.
-exec > /dev/ttyS0 2>&1
+# The kernel console (ttyS0 on amd64, ttyAMA0 on arm64): the host reads it.
+exec > /dev/console 2>&1
 fail() { echo "SYSTEMD-TEST FAIL: $*"; journalctl -u chair-agent -o cat --no-pager | tail -20; systemctl poweroff -ff; exit 1; }
 ok() { echo "ok: $*"; }
 journal() { journalctl -u chair-agent -o cat --no-pager; }
