@@ -1,8 +1,9 @@
 // Bundled in place of `ws` and `socks` (scripts/bundle.mjs). mqtt.js loads its WebSocket transport
 // at the first connect, whatever the URL, and its TCP transport loads the SOCKS client: loading
 // them was some 10 ms on the way to the first chair state. So `ws` is loaded here only when a
-// WebSocket is opened (mqtt.url ws:// or wss://), from node_modules at run time; the agent never
-// uses a SOCKS proxy, and says so if asked to.
+// WebSocket is opened (mqtt.url ws:// or wss://), from node_modules at run time. mqtt.js's own
+// SOCKS option is never set (a socks5:// mqtt.proxy goes through agent/mqtt/socks-tunnel.ts, with
+// its login), and says so if it were.
 'use strict';
 let real = null;
 // Not require('ws'), which the bundle would resolve to this very file: a name esbuild cannot see

@@ -53,7 +53,6 @@ const isWebOrigin = (value: string): boolean => {
   }
 };
 const isProxyUrl = urlWith('http:', 'https:', 'socks5:');
-const isTunnelProxyUrl = urlWith('http:', 'https:');
 // ws:// and wss:// for a broker reached only through a web port (a firewall that lets 443 out).
 const isMqttUrl = urlWith('mqtt:', 'mqtts:', 'ws:', 'wss:');
 
@@ -193,8 +192,8 @@ const mqtt = z.strictObject({
   cert: described(z.optional(text(z.minLength(1))), 'PEM client certificate file'),
   key: described(z.optional(text(z.minLength(1))), 'PEM client key file'),
   proxy: described(
-    z.optional(text(z.refine(isTunnelProxyUrl, 'must be an http:// or https:// URL (a proxy that opens CONNECT tunnels)'))),
-    "The site's HTTP proxy to the broker (http://[user:password@]host:port), through a CONNECT tunnel; never taken from the environment",
+    z.optional(text(z.refine(isProxyUrl, 'must be an http://, https:// or socks5:// URL'))),
+    "The site's proxy to the broker: http://[user:password@]host:port (or https://), through a CONNECT tunnel, or socks5://[user:password@]host:port; never taken from the environment",
   ),
   rejectUnauthorized: z._default(z.boolean(), true),
   protocolVersion: described(z._default(z.union([z.literal(4), z.literal(5)]), 5), '5 (MQTT 5) or 4 (MQTT 3.1.1)'),

@@ -14,7 +14,7 @@ export interface BrokerEndpoint {
   key?: string | undefined;
   rejectUnauthorized: boolean;
   protocolVersion: 4 | 5;
-  /** The site's HTTP proxy (mqtt.proxy): every transport goes through a CONNECT tunnel. */
+  /** The site's proxy (mqtt.proxy): every transport goes through a CONNECT tunnel or a SOCKS5 connection. */
   proxy?: string | undefined;
 }
 
@@ -103,9 +103,9 @@ export function connectClient(e: BrokerEndpoint, s: ClientSession): MqttClient {
 }
 
 /**
- * A client whose every connection (the first and each reconnect) is a new CONNECT tunnel through
- * the proxy. mqtt.js takes an http.Agent for WebSocket; for TCP and TLS it takes a stream
- * builder, which is all mqtt.connect would add here (the options are read already).
+ * A client whose every connection (the first and each reconnect) is a new tunnel through the
+ * proxy (CONNECT, or SOCKS5). mqtt.js takes an http.Agent for WebSocket; for TCP and TLS it takes
+ * a stream builder, which is all mqtt.connect would add here (the options are read already).
  */
 function throughProxy(proxy: string, options: IClientOptions, connectTimeoutMs: number): MqttClient {
   // The proxy must answer within half the connect timeout, so a silent one is said as such

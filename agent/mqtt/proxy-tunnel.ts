@@ -3,16 +3,18 @@ import { createRequire } from 'node:module';
 import { isIP, type Socket } from 'node:net';
 import { Duplex } from 'node:stream';
 import { connect as tlsConnect, type ConnectionOptions } from 'node:tls';
-import { AgentError, errorCode, errorMessage } from '../platform/errors.js';
+import { errorCode, errorMessage } from '../platform/errors.js';
 import { UNTRUSTED_CHAIN_CODES } from '../platform/tls-files.js';
 import { basicAuthorization, urlCredentials } from '../platform/url-credentials.js';
 import { redactUrl } from '../config/redact.js';
+import { ProxyError } from './proxy-error.js';
+import { openSocksTunnel } from './socks-tunnel.js';
 
 /**
  * The broker through the site's HTTP proxy (mqtt.proxy): a CONNECT tunnel, as a browser opens one
- * for wss://, for every MQTT transport. Proxies that let a box out at all let it out this way,
- * usually to port 443 only (squid's and tinyproxy's defaults), which is why a central broker for
- * such sites listens with wss:// (or mqtts://) on 443.
+ * for wss://, for every MQTT transport (a socks5:// proxy: socks-tunnel.ts). Proxies that let a
+ * box out at all let it out this way, usually to port 443 only (squid's and tinyproxy's
+ * defaults), which is why a central broker for such sites listens with wss:// (or mqtts://) on 443.
  */
 
 /**
@@ -32,12 +34,9 @@ export function brokerErrorText(err: unknown, proxy: string | undefined): string
   return errorMessage(err);
 }
 
-/** The proxy answered the CONNECT with something other than 200, or not at all. */
-export class ProxyError extends AgentError {}
-
 /** Where a tunnel goes, and through which proxy. */
 export interface TunnelTarget {
-  /** http://[user:password@]host[:port] or https://…; the credentials go as Basic auth. */
+  /** http://[user:password@]host[:port] or https://…; the credentials go as Basic auth. Or socks5://. */
   proxy: string;
   host: string;
   port: number;
@@ -45,9 +44,10 @@ export interface TunnelTarget {
   timeoutMs: number;
 }
 
-/** Opens a CONNECT tunnel to host:port through the proxy: the socket carries the broker's bytes. */
+/** Opens a CONNECT tunnel (or a SOCKS5 connection) to host:port through the proxy: the socket carries the broker's bytes. */
 export function openTunnel(t: TunnelTarget): Promise<Socket> {
   const proxy = new URL(t.proxy);
+  if (proxy.protocol === 'socks5:') return openSocksTunnel(t);
   const secure = proxy.protocol === 'https:';
   const authority = `${isIP(t.host) === 6 ? `[${t.host}]` : t.host}:${t.port}`;
   const headers: Record<string, string> = { host: authority };

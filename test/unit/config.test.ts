@@ -48,7 +48,7 @@ describe('configuration', () => {
     ['a bad site id', 'site: {id: "Lad Prao"}', 'site.id: must match [a-z0-9_-]+ (got text "Lad Prao")'],
     ['a bad vendor URL', 'vendor: {baseUrl: "ftp://x", apiKey: k}', 'vendor.baseUrl: must be an http:// or https:// URL (got text "ftp://x")'],
     ['a bad broker URL', 'mqtt: {url: "http://broker"}', 'mqtt.url: must be an mqtt://, mqtts://, ws:// or wss:// URL (got text "http://broker")'],
-    ['a bad broker proxy', 'mqtt: {proxy: "socks5://proxy:1080"}', 'mqtt.proxy: must be an http:// or https:// URL (a proxy that opens CONNECT tunnels) (got text "socks5://proxy:1080")'],
+    ['a bad broker proxy', 'mqtt: {proxy: "socks4://proxy:1080"}', 'mqtt.proxy: must be an http://, https:// or socks5:// URL (got text "socks4://proxy:1080")'],
     ['trusted proxies that are not addresses', 'http: {trustedProxies: [nginx.lan]}', 'http.trustedProxies[0]: must be an IP address or a CIDR range (192.168.1.5, 10.0.0.0/8) (got text "nginx.lan")'],
     ['an embedding origin with a path', 'http: {embedOrigins: ["http://ha.local:8123/lovelace"]}', 'http.embedOrigins[0]: must be an origin: http:// or https://, a host and an optional port, no path (https://ha.example.com:8123) (got text "http://ha.local:8123/lovelace")'],
     ['a bad time zone', 'site: {id: x, timezone: Mars/Olympus}', 'site.timezone: not an IANA time zone (e.g. Asia/Bangkok) (got text "Mars/Olympus")'],

@@ -186,7 +186,9 @@ function brokerHint(message: string, config: Config): string {
   if (proxy && /not trusted \(/.test(message)) return exempt;
   if (proxy && /^closed$|timed out|connack timeout/.test(message)) return `if the proxy's log shows the CONNECT accepted and then an error, it inspects TLS, which cannot carry MQTT: ${exempt}`;
   if (proxy && /^the proxy /.test(message)) {
-    return `check mqtt.proxy (${redactUrl(proxy)}) and that it opens a tunnel to ${target}: curl -v -p -x <the proxy> telnet://${target}`;
+    // curl's socks5h: the proxy resolves the name, as the agent has it do.
+    const curl = proxy.startsWith('socks5:') ? `curl -v -x socks5h://<host:port of the proxy> telnet://${target}` : `curl -v -p -x <the proxy> telnet://${target}`;
+    return `check mqtt.proxy (${redactUrl(proxy)}) and that it opens a tunnel to ${target}: ${curl}`;
   }
   // A box that reaches the vendor only through the site's proxy reaches a broker outside the site
   // only so too, and mqtt.proxy is never taken from the environment as vendor.proxy is.
