@@ -1,4 +1,3 @@
-import { spawnSync } from 'node:child_process';
 import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -14,6 +13,7 @@ import { memoryLogger } from '../helpers/memory-logger.js';
 import { freePort } from '../helpers/ports.js';
 import { vendorRecord } from '../helpers/records.js';
 import { startSquid, startTinyproxy, tlsFront, type SiteProxy } from '../helpers/site-proxies.js';
+import { issueServerCertificate } from '../helpers/test-ca.js';
 import { Subscriber } from '../helpers/subscriber.js';
 import { describeWith, has } from '../helpers/tools.js';
 import { waitFor } from '../helpers/wait.js';
@@ -34,13 +34,8 @@ beforeAll(async () => {
   sim = new Simulator({ apiKey: TEST_API_KEY, chairs: 2 });
   await sim.start();
   if (!has('openssl')) return;
-  const run = (args: string[]): void => void spawnSync('openssl', args, { cwd: dir });
-  run(['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-days', '2', '-subj', '/CN=central-ca', '-keyout', 'ca.key', '-out', 'ca.pem']);
-  run(['req', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-subj', '/CN=localhost', '-keyout', 'server.key', '-out', 'server.csr']);
   // Both names: squid 6 takes localhost for ::1, where the test brokers do not listen.
-  writeFileSync(join(dir, 'san.ext'), 'subjectAltName=DNS:localhost,IP:127.0.0.1\n');
-  run(['x509', '-req', '-in', 'server.csr', '-CA', 'ca.pem', '-CAkey', 'ca.key', '-CAcreateserial', '-days', '2', '-extfile', 'san.ext', '-out', 'server.pem']);
-  for (const f of ['ca.pem', 'server.pem', 'server.key']) chmodSync(join(dir, f), 0o644);
+  issueServerCertificate(dir, { caName: 'central-ca', name: 'server', cn: 'localhost', altNames: 'DNS:localhost,IP:127.0.0.1' });
 });
 afterAll(async () => {
   await sim.close();

@@ -12,6 +12,7 @@ import { TEST_API_KEY, TEST_SECRET, testConfig } from '../helpers/config.js';
 import { memoryLogger } from '../helpers/memory-logger.js';
 import { vendorRecord } from '../helpers/records.js';
 import { Subscriber } from '../helpers/subscriber.js';
+import { issueServerCertificate } from '../helpers/test-ca.js';
 import { describeWith } from '../helpers/tools.js';
 import { waitFor } from '../helpers/wait.js';
 
@@ -90,13 +91,10 @@ describeWith(['mosquitto with websockets', 'openssl'], 'a broker over secure Web
   let broker: TestBroker;
   beforeAll(async () => {
     if (!openssl) return;
-    const run = (args: string[]): void => void spawnSync('openssl', args, { cwd: dir });
-    run(['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-days', '2', '-subj', '/CN=ws-ca', '-keyout', 'ca.key', '-out', 'ca.pem']);
-    run(['req', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-subj', '/CN=127.0.0.1', '-keyout', 'server.key', '-out', 'server.csr']);
-    writeFileSync(join(dir, 'san.ext'), 'subjectAltName=IP:127.0.0.1\n');
-    run(['x509', '-req', '-in', 'server.csr', '-CA', 'ca.pem', '-CAkey', 'ca.key', '-CAcreateserial', '-days', '2', '-extfile', 'san.ext', '-out', 'server.pem']);
-    run(['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-days', '2', '-subj', '/CN=other-ca', '-keyout', 'other.key', '-out', 'other.pem']);
-    for (const f of ['ca.pem', 'server.pem', 'server.key', 'other.pem']) chmodSync(join(dir, f), 0o644);
+    issueServerCertificate(dir, { caName: 'ws-ca', name: 'server', cn: '127.0.0.1', altNames: 'IP:127.0.0.1' });
+    // A CA that signed nothing the broker presents.
+    spawnSync('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-days', '2', '-subj', '/CN=other-ca', '-keyout', 'other.key', '-out', 'other.pem'], { cwd: dir });
+    chmodSync(join(dir, 'other.pem'), 0o644);
     broker = await startBroker({
       listener: (port) => `listener ${port} 127.0.0.1\nprotocol websockets\nallow_anonymous true\ncertfile ${join(dir, 'server.pem')}\nkeyfile ${join(dir, 'server.key')}`,
     });

@@ -8,6 +8,7 @@ import { Simulator } from '../../agent/simulator/simulator.js';
 import { AgentProcess } from '../helpers/agent-process.js';
 import { runCli } from '../helpers/cli.js';
 import { startMicrosocks, startTinyproxy, tlsFront, type SiteProxy } from '../helpers/site-proxies.js';
+import { issueServerCertificate } from '../helpers/test-ca.js';
 import { describeWith } from '../helpers/tools.js';
 import { waitFor } from '../helpers/wait.js';
 
@@ -41,11 +42,7 @@ describeWith(['tinyproxy', 'openssl'], 'the vendor through the site\'s HTTP prox
     chmodSync(dir, 0o755);
     sim = new Simulator({ apiKey: KEY, chairs: 2 });
     await sim.start();
-    const run = (args: string[]): void => void spawnSync('openssl', args, { cwd: dir });
-    run(['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-days', '2', '-subj', '/CN=vendor-ca', '-keyout', 'ca.key', '-out', 'ca.pem']);
-    run(['req', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-subj', '/CN=127.0.0.1', '-keyout', 'vendor.key', '-out', 'vendor.csr']);
-    writeFileSync(join(dir, 'san.ext'), 'subjectAltName=IP:127.0.0.1\n');
-    run(['x509', '-req', '-in', 'vendor.csr', '-CA', 'ca.pem', '-CAkey', 'ca.key', '-CAcreateserial', '-days', '2', '-extfile', 'san.ext', '-out', 'vendor.pem']);
+    issueServerCertificate(dir, { caName: 'vendor-ca', name: 'vendor', cn: '127.0.0.1', altNames: 'IP:127.0.0.1' });
     const simPort = Number(new URL(sim.url).port);
     ({ server: front, port: frontPort } = await tlsFront(join(dir, 'vendor.pem'), join(dir, 'vendor.key'), simPort));
     open = await startTinyproxy(dir, 'open');
