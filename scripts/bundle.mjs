@@ -37,6 +37,10 @@ await build({
     ws: join(root, 'scripts', 'mqtt-transport-absent.cjs'),
     socks: join(root, 'scripts', 'mqtt-transport-absent.cjs'),
   },
+  // mqtt.js takes MQTTJS_SOCKS_PROXY from the environment where its socksProxy option is undefined,
+  // and the stub above has no SOCKS client for it: every broker connection failed with it set.
+  // mqtt.proxy is the one way to a proxy. (Set to '', the option sends mqtts:// to the stub too.)
+  define: { 'process.env.MQTTJS_SOCKS_PROXY': 'undefined' },
   // Native addons (prebuilt per architecture), optional drivers and dev-only modules.
   external: ['better-sqlite3', 'onoff', 'epoll', 'pino-pretty', 'aedes'],
   // Bundled CommonJS modules call require() for Node's built-ins.

@@ -33,9 +33,6 @@ export function endpointOptions(e: BrokerEndpoint): IClientOptions {
     port,
     protocolVersion: e.protocolVersion,
     rejectUnauthorized: e.rejectUnauthorized,
-    // Not undefined: then mqtt.js takes MQTTJS_SOCKS_PROXY from the environment, and the bundle has
-    // no SOCKS client for it (scripts/mqtt-transport-absent.cjs). mqtt.proxy is the one way.
-    socksProxy: '',
   };
   // MQTT over WebSocket: the path the broker's web listener serves (Mosquitto takes any; EMQX,
   // HiveMQ and most proxies serve /mqtt). mqtt.js hands wss:// the TLS options below.

@@ -188,15 +188,19 @@ describeWith(['mosquitto with websockets', 'microsocks', 'openssl'], "wss:// thr
   });
 });
 
-describeWith(['mosquitto'], "mqtt.js's MQTTJS_SOCKS_PROXY in the environment", () => {
-  it('changes nothing: the built agent reaches the broker as its config says (mqtt.proxy is the one way to a proxy)', async () => {
-    const broker = await startBroker();
+describeWith(['mosquitto', 'openssl'], "mqtt.js's MQTTJS_SOCKS_PROXY in the environment", () => {
+  it('changes nothing: the built agent reaches the broker over mqtt:// and mqtts:// as its config says (mqtt.proxy is the one way to a proxy)', async () => {
+    const { broker, port } = await centralBroker();
     const path = join(dir, 'env-socks.yaml');
-    writeFileSync(path, `site: {id: env-socks}\nvendor: {baseUrl: "${sim.url}", apiKey: ${TEST_API_KEY}}\nwebhook: {channelSecret: ${TEST_SECRET}}\nmqtt: {url: "${broker.url}"}\nstorage: {path: ${join(dir, 'env-socks.db')}}\n`);
+    const write = (url: string): void =>
+      writeFileSync(path, `site: {id: env-socks}\nvendor: {baseUrl: "${sim.url}", apiKey: ${TEST_API_KEY}}\nwebhook: {channelSecret: ${TEST_SECRET}}\nmqtt: {url: "${url}", ca: ${join(dir, 'ca.pem')}}\nstorage: {path: ${join(dir, 'env-socks.db')}}\n`);
     try {
-      // A proxy that is not there: followed, every connection would fail.
-      const doctor = await runCli(['doctor', '--config', path], { MQTTJS_SOCKS_PROXY: 'socks5://127.0.0.1:9' });
-      expect(doctor.stdout).toMatch(new RegExp(`^ok {4}broker {6}${broker.url} accepted the connection`, 'm'));
+      for (const url of [broker.url, `mqtts://localhost:${port}`]) {
+        write(url);
+        // A proxy that is not there: followed, every connection would fail.
+        const doctor = await runCli(['doctor', '--config', path], { MQTTJS_SOCKS_PROXY: 'socks5://127.0.0.1:9' });
+        expect(doctor.stdout).toMatch(new RegExp(`^ok {4}broker {6}${url} accepted the connection`, 'm'));
+      }
     } finally {
       await broker.stop();
     }
