@@ -13,7 +13,7 @@ import type { Metrics } from '../observe/metrics.js';
 import { AgentError, errorCode, errorMessage } from '../platform/errors.js';
 import type { Component } from '../platform/component.js';
 import { sendJson } from './body.js';
-import { RefusalLog } from './refusal-log.js';
+import { RefusalLog } from '../observe/refusal-log.js';
 import type { Server as HttpsServer } from 'node:https';
 import type { CertificateStatus, ServedCertificate } from './served-certificate.js';
 import type { TlsPair } from '../platform/tls-files.js';

@@ -14,7 +14,7 @@ import { parseJsonBody, readBody, sendJson, sendText } from './body.js';
 import { AdminGuard } from './admin-guard.js';
 import type { ClientAddress } from './client-address.js';
 import { EventStreams } from './event-streams.js';
-import type { RefusalLog } from './refusal-log.js';
+import type { RefusalLog } from '../observe/refusal-log.js';
 import type { HttpListener } from './listener.js';
 import { STATUS_PAGE_HTML } from './status-page-html.js';
 

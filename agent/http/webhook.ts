@@ -3,7 +3,7 @@ import type { Logger } from '../platform/logger.js';
 import type { Metrics } from '../observe/metrics.js';
 import { errorMessage } from '../platform/errors.js';
 import { BodyTooLarge, readBody, sendJson } from './body.js';
-import type { RefusalLog } from './refusal-log.js';
+import type { RefusalLog } from '../observe/refusal-log.js';
 import { verifySignature } from './sign.js';
 import type { GroupCommit } from '../store/group-commit.js';
 import { StoreError } from '../store/outbox.js';

@@ -1,6 +1,6 @@
 import type { Clock, Timer } from '../platform/clock.js';
 import type { Logger } from '../platform/logger.js';
-import type { Metrics } from '../observe/metrics.js';
+import type { Metrics } from './metrics.js';
 
 /** How often repeated refusals are summed up in one log line. */
 export const SUMMARY_INTERVAL_MS = 60_000;
