@@ -33,6 +33,7 @@ import type { Broker } from './mqtt/broker.js';
 import { RefusalGuard } from './mqtt/refusal-guard.js';
 import { MqttBridge } from './mqtt/bridge.js';
 import { MqttStartCommands } from './mqtt/start-commands.js';
+import { RequestBudget } from './mqtt/request-budget.js';
 import { Topics } from './mqtt/topics.js';
 import type { TransactionRecord, VendorApi } from './vendor/vendor-api.js';
 import { Outbox } from './store/outbox.js';
@@ -171,12 +172,15 @@ export function build(config: Config, deps: AgentDeps): Agent {
   const sources = { site, clock, health, registry, broker, outbox, inFlight: () => publisher.inFlight, refusals: () => guard.refusals(), today: () => today.summary(), webhookCertificate: () => webhookHttp.certificateStatus() };
   const bridge = new MqttBridge({ broker, topics, registry, health, clock, logger: child('bridge'), infoIntervalMs: 60_000, info: () => bridgeInfo(sources), store: outbox.state, backlog: outbox });
   const starts = startServiceFor(config, { vendor, registry, clock, logger, metrics });
+  const requestBudget = new RequestBudget({ clock });
   const startCommands = new MqttStartCommands({
     broker,
     topics,
     starts,
     logger: child('start-commands'),
     metrics,
+    clock,
+    budget: requestBudget,
     minMinutes: config.start.minMinutes,
     maxMinutes: config.start.maxMinutes,
     knownChairs: () => registry.knownIds(),
@@ -187,6 +191,8 @@ export function build(config: Config, deps: AgentDeps): Agent {
     topics,
     logger: child('bridge-requests'),
     metrics,
+    clock,
+    budget: requestBudget,
     handlers: bridgeApiHandlers({ ...sources, sync, topics, rootLogger: logger, logger: child('bridge-requests') }),
   });
   const homeassistant: Component[] = config.homeassistant.enabled

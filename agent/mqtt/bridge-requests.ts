@@ -2,7 +2,10 @@ import type { Component } from '../platform/component.js';
 import { errorMessage } from '../platform/errors.js';
 import type { Logger } from '../platform/logger.js';
 import type { Metrics } from '../observe/metrics.js';
+import { RefusalLog } from '../observe/refusal-log.js';
+import type { Clock } from '../platform/clock.js';
 import type { Broker, InboundMessage } from './broker.js';
+import { FLOOD_FIX, type RequestBudget } from './request-budget.js';
 import { publishAnswer, responseTopicProblem } from './start-commands.js';
 import type { Topics } from './topics.js';
 
@@ -24,6 +27,9 @@ export interface BridgeRequestsDeps {
   topics: Topics;
   logger: Logger;
   metrics?: Metrics;
+  clock: Clock;
+  /** Shared with the start commands: how many requests are carried out, answered, or dropped. */
+  budget: RequestBudget;
   handlers: Readonly<Record<string, RequestHandler>>;
 }
 
@@ -34,12 +40,16 @@ export interface BridgeRequestsDeps {
  * starts). Every request gets an answer, none can stop the agent: unknown names, payloads over
  * 4 KiB, bad JSON, bad parameters and handler failures are all answered as errors. A retained
  * request is refused and cleared, so a reconnect never replays it. Who may call is the broker's
- * ACL to decide (README, Bridge requests).
+ * ACL to decide (README, Bridge requests). A client that asks in a loop is held to the request
+ * budget (request-budget.ts): each name a few a second, then `rate_limited`, then not answered.
  */
 export class BridgeRequests implements Component {
   readonly name = 'bridge-requests';
+  private readonly refusals: RefusalLog;
 
-  constructor(private readonly deps: BridgeRequestsDeps) {}
+  constructor(private readonly deps: BridgeRequestsDeps) {
+    this.refusals = new RefusalLog({ clock: deps.clock, logger: deps.logger, metrics: deps.metrics });
+  }
 
   private readonly subscribe = (): void => {
     this.deps.broker.subscribe(this.deps.topics.requestFilter, { retainAsPublished: true }).catch((err: unknown) => {
@@ -50,7 +60,13 @@ export class BridgeRequests implements Component {
   private readonly onMessage = (msg: InboundMessage): void => {
     const name = this.deps.topics.requestName(msg.topic);
     if (name === null || msg.payload.length === 0 && msg.retained) return;
-    void this.handle(name, msg).catch((err: unknown) => this.deps.logger.error({ request: name, err: errorMessage(err) }, 'bridge request failed'));
+    // Every unknown name shares one lane: a lane per name a client makes up would be no bound.
+    const admit = this.deps.budget.admit(`bridge ${Object.hasOwn(this.deps.handlers, name) ? name : ''}`);
+    if (admit === 'drop') {
+      this.refusals.note('bridge_request', 'dropped', 'bridge requests come faster than the agent answers them: not answered', { topic: msg.topic.slice(0, 200), fix: FLOOD_FIX });
+      return;
+    }
+    void this.handle(name, msg, admit === 'refuse').catch((err: unknown) => this.deps.logger.error({ request: name, err: errorMessage(err) }, 'bridge request failed'));
   };
 
   start(): void {
@@ -62,10 +78,11 @@ export class BridgeRequests implements Component {
   async stop(): Promise<void> {
     this.deps.broker.off('connect', this.subscribe);
     this.deps.broker.off('message', this.onMessage);
+    this.refusals.stop();
     await this.deps.broker.unsubscribe(this.deps.topics.requestFilter);
   }
 
-  private async handle(name: string, msg: InboundMessage): Promise<void> {
+  private async handle(name: string, msg: InboundMessage, overBudget: boolean): Promise<void> {
     const own = this.deps.topics.bridgeResponse(name);
     const responseProblem = msg.responseTopic === undefined || msg.responseTopic === own ? null : responseTopicProblem(msg.responseTopic, this.deps.topics);
     const parsed = parseRequest(msg.payload);
@@ -76,6 +93,7 @@ export class BridgeRequests implements Component {
         this.deps.broker.publish(msg.topic, '', { qos: 1, retain: true }).catch(() => undefined);
         throw new RequestError('retained_request', 'publish bridge requests without the retain flag');
       }
+      if (overBudget) throw new RequestError('rate_limited', `too many requests: this one was not carried out; ask again in a second`);
       if (responseProblem) throw new RequestError('invalid_response_topic', `the response topic cannot be used: ${responseProblem}`);
       if ('error' in parsed) throw parsed.error;
       const handler = Object.hasOwn(this.deps.handlers, name) ? this.deps.handlers[name] : undefined;
@@ -85,13 +103,18 @@ export class BridgeRequests implements Component {
     } catch (err) {
       const code = err instanceof RequestError ? err.code : 'failed';
       const message = err instanceof RequestError ? err.message : errorMessage(err);
-      this.deps.metrics?.refused.inc({ what: 'bridge_request', status: code });
-      this.deps.logger.warn({ request: name.slice(0, 64), error: code, detail: message }, 'bridge request refused');
+      if (code === 'rate_limited') {
+        // A flood's refusals are a line a minute, not a line each.
+        this.refusals.note('bridge_request', code, 'bridge requests come faster than the agent carries them out: answered rate_limited', { topic: msg.topic.slice(0, 200), fix: FLOOD_FIX });
+      } else {
+        this.deps.metrics?.refused.inc({ what: 'bridge_request', status: code });
+        this.deps.logger.warn({ request: name.slice(0, 64), error: code, detail: message }, 'bridge request refused');
+      }
       // Zigbee2MQTT's shape: `data` always there, `error` the human message; the stable code beside it.
       answer = { status: 'error', data: {}, error: message, code };
     }
     if (transaction !== undefined) answer['transaction'] = transaction;
-    const failed = await publishAnswer(this.deps.broker, own, msg, responseProblem === null, JSON.stringify(answer));
+    const failed = await this.deps.budget.answering(publishAnswer(this.deps.broker, own, msg, responseProblem === null, JSON.stringify(answer)));
     for (const err of failed) this.deps.logger.warn({ request: name.slice(0, 64), err: errorMessage(err) }, 'cannot publish a bridge response');
   }
 }

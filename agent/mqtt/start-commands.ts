@@ -2,8 +2,11 @@ import type { Logger } from '../platform/logger.js';
 import type { Metrics } from '../observe/metrics.js';
 import { errorMessage } from '../platform/errors.js';
 import type { Component } from '../platform/component.js';
+import type { Clock } from '../platform/clock.js';
+import { RefusalLog } from '../observe/refusal-log.js';
 import type { StartService } from '../start/start-service.js';
 import type { Broker, InboundMessage } from './broker.js';
+import { FLOOD_FIX, type RequestBudget } from './request-budget.js';
 import { topicNameProblem, type Topics } from './topics.js';
 
 /** A start command is a few dozen bytes; anything over this is refused before it is parsed. */
@@ -70,6 +73,9 @@ export interface StartCommandsDeps {
   starts: StartService;
   logger: Logger;
   metrics?: Metrics;
+  clock: Clock;
+  /** Shared with the bridge requests: how many commands are carried out, answered, or dropped. */
+  budget: RequestBudget;
   minMinutes: number;
   maxMinutes: number;
   /** The chairs the agent knows, to map a topic level back to its DeviceId. */
@@ -87,12 +93,16 @@ export interface StartCommandsDeps {
  * from the broker (an empty retained message), so it cannot start a chair later. With MQTT 3.1.1
  * a broker clears the flag on live delivery: such a command is acted on once, when published,
  * and refused (and cleared) when it is replayed. A zero-byte payload (how a retained message is
- * cleared) is ignored.
+ * cleared) is ignored. A client that repeats commands in a loop is held to the request budget
+ * (request-budget.ts): each chair a few a second, then `rate_limited`, then not answered.
  */
 export class MqttStartCommands implements Component {
   readonly name = 'mqtt-start-commands';
+  private readonly refusals: RefusalLog;
 
-  constructor(private readonly deps: StartCommandsDeps) {}
+  constructor(private readonly deps: StartCommandsDeps) {
+    this.refusals = new RefusalLog({ clock: deps.clock, logger: deps.logger, metrics: deps.metrics });
+  }
 
   private readonly subscribe = (): void => {
     this.deps.broker.subscribe(this.deps.topics.startFilter, { retainAsPublished: true }).catch((err: unknown) => {
@@ -107,7 +117,12 @@ export class MqttStartCommands implements Component {
       this.deps.logger.debug({ topic: msg.topic }, 'empty start message (a retained message being cleared); ignored');
       return;
     }
-    void this.handle(deviceId, msg).catch((err: unknown) => this.deps.logger.error({ deviceId, err: errorMessage(err) }, 'start command failed'));
+    const admit = this.deps.budget.admit(`start ${deviceId}`);
+    if (admit === 'drop') {
+      this.refusals.note('start', 'dropped', 'start commands come faster than the agent answers them: not answered, no chair started', { deviceId, topic: msg.topic.slice(0, 200), fix: FLOOD_FIX });
+      return;
+    }
+    void this.handle(deviceId, msg, admit === 'refuse').catch((err: unknown) => this.deps.logger.error({ deviceId, err: errorMessage(err) }, 'start command failed'));
   };
 
   start(): void {
@@ -119,6 +134,7 @@ export class MqttStartCommands implements Component {
   async stop(): Promise<void> {
     this.deps.broker.off('connect', this.subscribe);
     this.deps.broker.off('message', this.onMessage);
+    this.refusals.stop();
     await this.deps.broker.unsubscribe(this.deps.topics.startFilter);
   }
 
@@ -128,7 +144,7 @@ export class MqttStartCommands implements Component {
     return { status: 'error', error };
   }
 
-  private async handle(deviceId: string, msg: InboundMessage): Promise<void> {
+  private async handle(deviceId: string, msg: InboundMessage, overBudget: boolean): Promise<void> {
     const command = parseStartCommand(msg.payload, this.deps.minMinutes, this.deps.maxMinutes);
     const responseProblem = msg.responseTopic === undefined ? null : responseTopicProblem(msg.responseTopic, this.deps.topics);
     let answer: Record<string, unknown>;
@@ -136,6 +152,10 @@ export class MqttStartCommands implements Component {
       answer = this.refuse(deviceId, 'retained_command', { topic: msg.topic, hint: 'publish start commands without the retain flag' });
       // Cleared so it cannot be replayed at the next reconnect.
       this.deps.broker.publish(msg.topic, '', { qos: 1, retain: true }).catch(() => undefined);
+    } else if (overBudget) {
+      // A flood's refusals are a line a minute, not a line each.
+      this.refusals.note('start', 'rate_limited', 'start commands come faster than the agent carries them out: answered rate_limited, no chair started', { deviceId, topic: msg.topic.slice(0, 200), fix: FLOOD_FIX });
+      answer = { status: 'error', error: 'rate_limited' };
     } else if (responseProblem) {
       answer = this.refuse(deviceId, 'invalid_response_topic', { responseTopic: msg.responseTopic?.slice(0, 200), problem: responseProblem });
     } else if ('error' in command) {
@@ -145,7 +165,7 @@ export class MqttStartCommands implements Component {
       answer = outcome.ok ? { status: 'ok' } : { status: 'error', error: outcome.error };
     }
     if ('transaction' in command && command.transaction !== undefined) answer['transaction'] = command.transaction;
-    const failed = await publishAnswer(this.deps.broker, this.deps.topics.startResponse(deviceId), msg, responseProblem === null, JSON.stringify(answer));
+    const failed = await this.deps.budget.answering(publishAnswer(this.deps.broker, this.deps.topics.startResponse(deviceId), msg, responseProblem === null, JSON.stringify(answer)));
     for (const err of failed) this.deps.logger.warn({ deviceId, err: errorMessage(err) }, 'cannot publish a start response');
   }
 }
