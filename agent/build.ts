@@ -199,6 +199,7 @@ export function build(config: Config, deps: AgentDeps): Agent {
     ? [
         new HaDiscovery({
           broker,
+          clock,
           topics,
           registry,
           store: outbox.state,

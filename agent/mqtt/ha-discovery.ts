@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { Component } from '../platform/component.js';
+import type { Clock, Timer } from '../platform/clock.js';
 import type { ChairRegistry } from '../core/chair-registry.js';
 import { errorMessage } from '../platform/errors.js';
 import type { Logger } from '../platform/logger.js';
@@ -14,8 +15,16 @@ export interface DiscoveryStore {
   set(key: string, value: string): Promise<void>;
 }
 
+/**
+ * Home Assistant sends its birth message once each time it connects. A client that repeats it
+ * (in a loop, or HA itself reconnecting again and again) gets one announcement now and at most
+ * one per this long after: each is every config of every chair, some dozens of retained messages.
+ */
+export const BIRTH_INTERVAL_MS = 10_000;
+
 export interface HaDiscoveryDeps {
   broker: Broker;
+  clock: Clock;
   topics: Topics;
   registry: ChairRegistry;
   store: DiscoveryStore;
@@ -69,7 +78,7 @@ function defaultEntityId(component: Entity['component'], id: string): string {
  * the site box (backlog, vendor reachable, broker, last sync). Every chair entity is available
  * only while both the agent (bridge/state) and the chair (its availability topic) are online.
  * Configs are retained and announced again on every connect and whenever Home Assistant's birth
- * message ("online" on <prefix>/status) arrives. Unique ids derive from the site id and DeviceId,
+ * message ("online" on <prefix>/status) arrives, at most once per BIRTH_INTERVAL_MS. Unique ids derive from the site id and DeviceId,
  * so they survive restarts; a chair the registry forgets (not configured, and missing from the
  * vendor's list for vendor.forgetChairAfterMinutes) has its configs cleared (empty retained
  * messages), also after a restart, since what was announced is stored; it is announced again if
@@ -92,9 +101,24 @@ export class HaDiscovery implements Component {
   };
 
   private readonly onMessage = (msg: InboundMessage): void => {
-    if (msg.topic !== this.statusTopic) return;
-    if (msg.payload.toString('utf8').trim() === 'online') this.announceSoon();
+    if (msg.topic !== this.statusTopic || msg.payload.toString('utf8').trim() !== 'online') return;
+    if (this.birthTimer) return;
+    const wait = this.lastBirth + BIRTH_INTERVAL_MS - this.deps.clock.monotonic();
+    if (wait <= 0) return this.announceForBirth();
+    this.birthTimer = this.deps.clock.setTimeout(() => {
+      this.birthTimer = null;
+      this.announceForBirth();
+    }, wait);
   };
+
+  private lastBirth = -Infinity;
+  /** The announcement due for a birth message that came within BIRTH_INTERVAL_MS of the last. */
+  private birthTimer: Timer | null = null;
+
+  private announceForBirth(): void {
+    this.lastBirth = this.deps.clock.monotonic();
+    this.announceSoon();
+  }
 
   /** A chair seen for the first time, or the first chair list: announce (and clear what is gone). */
   private readonly onChair = (deviceId: string): void => {
@@ -136,6 +160,8 @@ export class HaDiscovery implements Component {
   async stop(): Promise<void> {
     if (this.pending) clearImmediate(this.pending);
     this.pending = null;
+    this.birthTimer?.cancel();
+    this.birthTimer = null;
     this.deps.broker.off('connect', this.onConnect);
     this.deps.broker.off('message', this.onMessage);
     this.deps.registry.off('state', this.onState);

@@ -3,31 +3,38 @@ import { describe, expect, it } from 'vitest';
 import { ChairRegistry } from '../../agent/core/chair-registry.js';
 import { silentLogger } from '../../agent/platform/logger.js';
 import type { Broker } from '../../agent/mqtt/broker.js';
-import { HaDiscovery } from '../../agent/mqtt/ha-discovery.js';
+import { BIRTH_INTERVAL_MS, HaDiscovery } from '../../agent/mqtt/ha-discovery.js';
 import { Topics } from '../../agent/mqtt/topics.js';
+import { FakeClock } from '../helpers/fake-clock.js';
 import { haSchemaErrors, type HaPlatform } from '../helpers/ha-mqtt-schema.js';
 
-/** A connected broker that keeps the last retained payload per topic. */
-function recordingBroker(): { broker: Broker; retained: Map<string, string> } {
+/** A connected broker that keeps the last retained payload per topic, and counts publishes. */
+function recordingBroker(): { broker: Broker; retained: Map<string, string>; published: () => number } {
   const retained = new Map<string, string>();
+  let count = 0;
   const broker = Object.assign(new EventEmitter(), {
     connected: true,
     description: 'recording',
-    publish: async (topic: string, payload: string | Buffer) => void retained.set(topic, payload.toString()),
+    publish: async (topic: string, payload: string | Buffer) => {
+      count += 1;
+      retained.set(topic, payload.toString());
+    },
     subscribe: async () => undefined,
     unsubscribe: async () => undefined,
   }) as unknown as Broker;
-  return { broker, retained };
+  return { broker, retained, published: () => count };
 }
 
-function announced(supportUrl?: string, siteId = 'ladprao-01', webhookHttps = false): Map<string, string> {
-  const { broker, retained } = recordingBroker();
+function discovery(supportUrl?: string, siteId = 'ladprao-01', webhookHttps = false) {
+  const { broker, retained, published } = recordingBroker();
+  const clock = new FakeClock();
   const registry = new ChairRegistry({ timeZone: 'Asia/Bangkok', availableStatuses: ['Available'], staleAfterMs: 15_000, forgetAfterMs: 3_600_000, expected: [] });
   const reading = (deviceId: string) => ({ deviceId, deviceCode: 'C01', deviceName: `Massage Chair ${deviceId}`, location: 'Ladprao Mall', status: 'Available', seated: false, leftMin: null, leftSec: null, serverTime: '2026-11-22 12:00:00', firmwareVersion: '01.04.12' });
   registry.applyList([reading('MC7001'), reading('weird id/ß')], 0);
   const state = new Map<string, string>();
   const ha = new HaDiscovery({
     broker,
+    clock,
     topics: new Topics('chair-agent', siteId),
     registry,
     store: { get: (k) => state.get(k), set: async (k, v) => void state.set(k, v) },
@@ -39,6 +46,11 @@ function announced(supportUrl?: string, siteId = 'ladprao-01', webhookHttps = fa
     configured: ['MC7002'],
     webhookHttps,
   });
+  return { ha, broker, clock, retained, published };
+}
+
+function announced(supportUrl?: string, siteId = 'ladprao-01', webhookHttps = false): Map<string, string> {
+  const { ha, retained } = discovery(supportUrl, siteId, webhookHttps);
   ha.announce();
   return retained;
 }
@@ -98,5 +110,30 @@ describe("Home Assistant discovery, against Home Assistant's own schemas", () =>
     expect(haSchemaErrors('sensor', { state_topic: 'a', default_entity_id: 'sensor.mall__01' })).toEqual(refused);
     expect(haSchemaErrors('sensor', { state_topic: 'a', default_entity_id: 'sensor.mall_01_' })).toEqual(refused);
     expect(haSchemaErrors('sensor', { state_topic: 'a', default_entity_id: 'binary_sensor.mall_01' })).toEqual(refused);
+  });
+
+  it("announces again for Home Assistant's birth message, and once per 10 s for a client repeating it", async () => {
+    const { ha, broker, clock, published } = discovery();
+    ha.start();
+    await clock.advance(0);
+    const perAnnouncement = published();
+    expect(perAnnouncement).toBeGreaterThan(10);
+    const birth = (payload = 'online') => broker.emit('message', { topic: 'homeassistant/status', payload: Buffer.from(payload), retained: false });
+    birth();
+    await clock.advance(0);
+    expect(published()).toBe(2 * perAnnouncement);
+    // A thousand more within the interval, and "offline" among them: one more announcement, at its end.
+    for (let i = 0; i < 1000; i++) birth(i % 2 ? 'online' : 'offline');
+    await clock.advance(BIRTH_INTERVAL_MS - 1);
+    expect(published()).toBe(2 * perAnnouncement);
+    await clock.advance(1);
+    expect(published()).toBe(3 * perAnnouncement);
+    // Quiet for the interval: the next birth is announced at once again.
+    await clock.advance(BIRTH_INTERVAL_MS);
+    expect(published()).toBe(3 * perAnnouncement);
+    birth();
+    await clock.advance(0);
+    expect(published()).toBe(4 * perAnnouncement);
+    await ha.stop();
   });
 });
