@@ -2,14 +2,13 @@ import { connect, type Socket } from 'node:net';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import mqtt from 'mqtt';
 import type { Agent } from '../../agent/build.js';
-import { signBody } from '../../agent/http/sign.js';
 import type { TestBroker } from '../helpers/broker.js';
-import { TEST_SECRET } from '../helpers/config.js';
 import { startRig, type Rig } from '../helpers/rig.js';
 import { vendorRecord } from '../helpers/records.js';
 import { Subscriber } from '../helpers/subscriber.js';
 import { waitFor } from '../helpers/wait.js';
 import { describeWith } from '../helpers/tools.js';
+import { webhookStatus } from '../helpers/webhook.js';
 
 let rig: Rig;
 let agent: Agent;
@@ -28,11 +27,7 @@ beforeAll(async () => {
 
 afterAll(() => rig.close());
 
-async function webhook(rec: Record<string, unknown>): Promise<number> {
-  const body = JSON.stringify(rec);
-  const res = await fetch(`${base}/vendor/webhook`, { method: 'POST', headers: { 'x-vendor-signature': signBody(body, TEST_SECRET) }, body });
-  return res.status;
-}
+const webhook = (rec: Record<string, unknown>): Promise<number> => webhookStatus(base, rec);
 
 describeWith('mosquitto', 'the broker killed and restarted', () => {
   it('buffers while it is gone, says so, and delivers everything when it is back', async () => {
@@ -106,10 +101,9 @@ describeWith('mosquitto', 'another client with the agent\'s client id', () => {
       // Once the other is gone the agent reconnects by itself, and what it stored is delivered.
       await other.endAsync(true);
       const sub = await Subscriber.connect(twin.broker.url, 'chair-agent/twin/transactions/+');
-      const body = JSON.stringify(vendorRecord());
-      const res = await fetch(`${twin.base}/vendor/webhook`, { method: 'POST', headers: { 'x-vendor-signature': signBody(body, TEST_SECRET) }, body });
-      expect(res.status).toBe(200);
-      await sub.waitFor((m) => m.text.includes(String((JSON.parse(body) as Record<string, unknown>)['TransactionId'])), 'the record delivered after the reconnect', 0, 120_000);
+      const rec = vendorRecord();
+      expect(await webhookStatus(twin.base, rec)).toBe(200);
+      await sub.waitFor((m) => m.text.includes(String(rec['TransactionId'])), 'the record delivered after the reconnect', 0, 120_000);
       await sub.close();
     } finally {
       await other.endAsync(true).catch(() => undefined);

@@ -4,7 +4,6 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { expect, it } from 'vitest';
 import mqtt from 'mqtt';
-import { signBody } from '../../agent/http/sign.js';
 import type { BrokerError } from '../../agent/mqtt/broker.js';
 import { MqttBroker } from '../../agent/mqtt/mqtt-broker.js';
 import { RefusalGuard } from '../../agent/mqtt/refusal-guard.js';
@@ -18,12 +17,13 @@ import { memoryLogger } from '../helpers/memory-logger.js';
 import { endpointOptions } from '../../agent/mqtt/client-options.js';
 import { pubackCodeAccepted } from '../../agent/mqtt/lenient-acks.js';
 import { runCli } from '../helpers/cli.js';
-import { TEST_API_KEY, TEST_SECRET, testConfig } from '../helpers/config.js';
+import { TEST_API_KEY, testConfig } from '../helpers/config.js';
 import { vendorRecord } from '../helpers/records.js';
 import { startRig, type Rig } from '../helpers/rig.js';
 import { retainedOn, Subscriber } from '../helpers/subscriber.js';
 import { describeWith } from '../helpers/tools.js';
 import { nextEvent, waitFor } from '../helpers/wait.js';
+import { webhookStatus } from '../helpers/webhook.js';
 
 /**
  * A site broker that refuses some of what the agent publishes, as sites misconfigure them:
@@ -41,12 +41,6 @@ function aclFile(lines: string): string {
   return join(dir, 'acl');
 }
 
-async function webhook(base: string, record: unknown): Promise<number> {
-  const body = JSON.stringify(record);
-  const res = await fetch(`${base}/vendor/webhook`, { method: 'POST', headers: { 'x-vendor-signature': signBody(body, TEST_SECRET) }, body });
-  await res.body?.cancel();
-  return res.status;
-}
 
 const connects = (rig: Rig): number => rig.lines.filter((l) => l.msg === 'connected to the broker').length;
 
@@ -55,7 +49,7 @@ async function transactionsFlow(rig: Rig, site: string, n: number): Promise<void
   const sub = await Subscriber.connect(rig.broker.url, `chair-agent/${site}/transactions/+`);
   try {
     const records = Array.from({ length: n }, (_, i) => vendorRecord({ DeviceId: `MC700${(i % 2) + 1}` }));
-    for (const r of records) expect(await webhook(rig.base, r)).toBe(200);
+    for (const r of records) expect(await webhookStatus(rig.base, r)).toBe(200);
     await waitFor(() => sub.messages.length >= n, () => `${n} transactions delivered (got ${sub.messages.length})`, 30_000);
     await waitFor(() => rig.agent.outbox.stats().pending === 0, 'every record marked delivered');
     expect(rig.agent.outbox.stats().parked).toBe(0);
@@ -222,7 +216,7 @@ describeWith('mosquitto', 'a broker that refuses publishes (Mosquitto: ACL, mess
       // Records flow; one over the limit is kept and parked.
       await transactionsFlow(rig, site, 4);
       const big = vendorRecord({ DeviceId: 'MC7001', Label: 'x'.repeat(1_500) });
-      expect(await webhook(rig.base, big)).toBe(200);
+      expect(await webhookStatus(rig.base, big)).toBe(200);
       await waitFor(() => rig.agent.outbox.stats().parked === 1, 'the record over the limit parked');
       expect(rig.agent.outbox.parking.list()[0]).toMatchObject({ transactionId: big['TransactionId'], reason: expect.stringContaining("larger than the broker's maximum packet size (1000 bytes)") });
       expect(sub.messages.some((m) => m.text.includes(String(big['TransactionId'])))).toBe(false);
@@ -333,7 +327,7 @@ describeWith('mosquitto', 'a broker that refuses publishes (Mosquitto: ACL, mess
     await agent.start();
     try {
       await waitFor(() => lines.some((l) => l.msg === 'the broker ends the connection, or leaves it unanswered, before accepting it'), 'the warning');
-      expect(await webhook(`http://127.0.0.1:${agent.http.address().port}`, vendorRecord({ DeviceId: 'MC7001' }))).toBe(200);
+      expect(await webhookStatus(`http://127.0.0.1:${agent.http.address().port}`, vendorRecord({ DeviceId: 'MC7001' }))).toBe(200);
       // The attempt without retain, closed as well, and the one after it, with retain again.
       for (let i = 0; i < 3; i++) await nextEvent(agent.broker, 'close');
       expect(lines.filter((l) => String(l.msg).startsWith('the broker keeps no retained messages'))).toEqual([]);

@@ -3,15 +3,15 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { build } from '../../agent/build.js';
-import { signBody } from '../../agent/http/sign.js';
 import { Simulator } from '../../agent/simulator/simulator.js';
 import { startBroker, type TestBroker } from '../helpers/broker.js';
-import { TEST_API_KEY, TEST_SECRET, testConfig } from '../helpers/config.js';
+import { TEST_API_KEY, testConfig } from '../helpers/config.js';
 import { memoryLogger } from '../helpers/memory-logger.js';
 import { vendorRecord } from '../helpers/records.js';
 import { Subscriber } from '../helpers/subscriber.js';
 import { waitFor } from '../helpers/wait.js';
 import { describeWith } from '../helpers/tools.js';
+import { webhookStatus } from '../helpers/webhook.js';
 
 let broker: TestBroker;
 let sim: Simulator;
@@ -40,9 +40,7 @@ describeWith('mosquitto', 'a full database', () => {
     let status = 200;
     while (status === 200) {
       const rec = vendorRecord({ Label: 'z'.repeat(3000) });
-      const body = JSON.stringify(rec);
-      const res = await fetch(`${url}/vendor/webhook`, { method: 'POST', headers: { 'x-vendor-signature': signBody(body, TEST_SECRET) }, body });
-      status = res.status;
+      status = await webhookStatus(url, rec);
       if (status === 200) accepted.push(String(rec['TransactionId']));
     }
     expect(status).toBe(503);

@@ -8,6 +8,7 @@ import { retainedOn, Subscriber } from '../helpers/subscriber.js';
 import { waitFor } from '../helpers/wait.js';
 import { describeWith } from '../helpers/tools.js';
 import { publishOnce } from '../helpers/publish-once.js';
+import { webhookStatus } from '../helpers/webhook.js';
 
 const B = 'chair-agent/clients';
 
@@ -137,9 +138,7 @@ describe('HTTP clients that could starve the webhook', () => {
       closed.push(new Promise((resolve) => s.once('close', () => resolve())));
     }
     await Promise.all(closed); // every one is closed by the agent: the oldest to make room past 4x the cap, the rest when idle
-    const body = JSON.stringify({ TransactionId: 'after-silence', Status: 'playing', DeviceId: 'MC7001' });
-    const res = await fetch(`${rig.base}/vendor/webhook`, { method: 'POST', headers: { 'x-vendor-signature': signBody(body, TEST_SECRET) }, body });
-    expect(res.status).toBe(200);
+    expect(await webhookStatus(rig.base, { TransactionId: 'after-silence', Status: 'playing', DeviceId: 'MC7001' })).toBe(200);
     const evicted = rig.lines.filter((l) => l['what'] === 'http' && l['status'] === 'evicted');
     expect(evicted.length).toBe(1); // the first one is logged; the rest are summed up later
     const metrics = await (await fetch(`${rig.base}/metrics`)).text();

@@ -1,14 +1,14 @@
 import { createServer, Socket, type Server } from 'node:net';
 import { afterEach, expect, it } from 'vitest';
 import { build } from '../../agent/build.js';
-import { signBody } from '../../agent/http/sign.js';
 import { Simulator } from '../../agent/simulator/simulator.js';
 import { startBroker } from '../helpers/broker.js';
-import { TEST_API_KEY, TEST_SECRET, testConfig } from '../helpers/config.js';
+import { TEST_API_KEY, testConfig } from '../helpers/config.js';
 import { memoryLogger } from '../helpers/memory-logger.js';
 import { vendorRecord } from '../helpers/records.js';
 import { itWith } from '../helpers/tools.js';
 import { waitFor } from '../helpers/wait.js';
+import { webhookStatus } from '../helpers/webhook.js';
 
 /**
  * The site's proxy as it may misbehave between the agent and its broker (mqtt.proxy): it answers
@@ -73,9 +73,7 @@ async function misbehaves(brokerUrl: string, mqtt5: boolean): Promise<void> {
   );
   await agent.start();
   cleanups.push(() => agent.stop());
-  const body = JSON.stringify(vendorRecord({ DeviceId: 'MC7001' }));
-  const res = await fetch(`http://127.0.0.1:${agent.http.address().port}/vendor/webhook`, { method: 'POST', headers: { 'x-vendor-signature': signBody(body, TEST_SECRET) }, body });
-  expect(res.status).toBe(200);
+  expect(await webhookStatus(`http://127.0.0.1:${agent.http.address().port}`, vendorRecord({ DeviceId: 'MC7001' }))).toBe(200);
 
   const errors = (): string[] => lines.filter((l) => l.msg === 'broker connection error').map((l) => String(l['err']));
   await waitFor(() => errors().find((e) => /the proxy http:\/\/127\.0\.0\.1:\d+ did not answer the CONNECT as an HTTP proxy does \(HPE_/.test(e)), () => `garbage said: ${JSON.stringify(errors())}`);

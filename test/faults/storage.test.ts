@@ -18,6 +18,7 @@ import { Subscriber } from '../helpers/subscriber.js';
 import { TcpProxy } from '../helpers/tcp-proxy.js';
 import { waitFor } from '../helpers/wait.js';
 import { itWith } from '../helpers/tools.js';
+import { postWebhook } from '../helpers/webhook.js';
 
 let sim: Simulator;
 let broker: TestBroker;
@@ -39,9 +40,8 @@ async function agentOn(db: string, brokerUrl: string): Promise<{ agent: Agent; l
 }
 
 async function webhook(base: string, record: unknown): Promise<{ status: number; body: string }> {
-  const body = typeof record === 'string' ? record : JSON.stringify(record);
-  const res = await fetch(`${base}/vendor/webhook`, { method: 'POST', headers: { 'x-vendor-signature': signBody(body, TEST_SECRET) }, body });
-  return { status: res.status, body: await res.text() };
+  const { status, text } = await postWebhook(base, record);
+  return { status, body: text };
 }
 
 const removeDb = (db: string): void => {

@@ -5,7 +5,6 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import mqtt from 'mqtt';
 import { afterAll, beforeAll, expect, it } from 'vitest';
-import { signBody } from '../../agent/http/sign.js';
 import { Simulator } from '../../agent/simulator/simulator.js';
 import { AgentProcess } from '../helpers/agent-process.js';
 import { startBroker, type TestBroker } from '../helpers/broker.js';
@@ -15,6 +14,7 @@ import { Subscriber } from '../helpers/subscriber.js';
 import { TcpProxy } from '../helpers/tcp-proxy.js';
 import { has, describeWith } from '../helpers/tools.js';
 import { waitFor } from '../helpers/wait.js';
+import { webhookStatus } from '../helpers/webhook.js';
 
 /**
  * docs/FLEET.md with a central broker of another make: Debian's RabbitMQ (3.10 in Debian 12, its
@@ -117,9 +117,7 @@ afterAll(async () => {
 
 async function webhook(): Promise<string> {
   const rec = vendorRecord({ DeviceId: 'MC7001', Status: 'finished' });
-  const body = JSON.stringify(rec);
-  const res = await fetch(`http://127.0.0.1:${agentPort}/vendor/webhook`, { method: 'POST', headers: { 'x-vendor-signature': signBody(body, SECRET) }, body });
-  expect(res.status).toBe(200);
+  expect(await webhookStatus(`http://127.0.0.1:${agentPort}`, rec, SECRET)).toBe(200);
   return String(rec['TransactionId']);
 }
 

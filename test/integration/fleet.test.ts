@@ -6,7 +6,6 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import mqtt from 'mqtt';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { signBody } from '../../agent/http/sign.js';
 import { Simulator } from '../../agent/simulator/simulator.js';
 import { AgentProcess } from '../helpers/agent-process.js';
 import { mosquittoPath, startBroker, type TestBroker } from '../helpers/broker.js';
@@ -14,6 +13,7 @@ import { freePort } from '../helpers/ports.js';
 import { vendorRecord } from '../helpers/records.js';
 import { Subscriber } from '../helpers/subscriber.js';
 import { waitFor } from '../helpers/wait.js';
+import { webhookStatus } from '../helpers/webhook.js';
 
 /**
  * The fleet topology of docs/FLEET.md on loopback, real brokers only: a central Mosquitto (TLS,
@@ -195,10 +195,8 @@ afterAll(async () => {
 
 async function webhook(site: Site): Promise<string> {
   const rec = vendorRecord({ DeviceId: 'MC7001', Status: 'finished' });
-  const body = JSON.stringify(rec);
   const { port } = agents.get(site) as { port: number };
-  const res = await fetch(`http://127.0.0.1:${port}/vendor/webhook`, { method: 'POST', headers: { 'x-vendor-signature': signBody(body, SECRET) }, body });
-  expect(res.status).toBe(200);
+  expect(await webhookStatus(`http://127.0.0.1:${port}`, rec, SECRET)).toBe(200);
   return String(rec['TransactionId']);
 }
 

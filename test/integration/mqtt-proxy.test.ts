@@ -3,7 +3,6 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { build, type Agent } from '../../agent/build.js';
-import { signBody } from '../../agent/http/sign.js';
 import { Simulator } from '../../agent/simulator/simulator.js';
 import { AgentProcess } from '../helpers/agent-process.js';
 import { startBroker, type TestBroker } from '../helpers/broker.js';
@@ -17,6 +16,7 @@ import { issueServerCertificate } from '../helpers/test-ca.js';
 import { Subscriber } from '../helpers/subscriber.js';
 import { describeWith, has } from '../helpers/tools.js';
 import { waitFor } from '../helpers/wait.js';
+import { webhookStatus } from '../helpers/webhook.js';
 
 // A site whose network lets the box out only through its HTTP proxy, to a central broker:
 // mqtt.proxy opens a CONNECT tunnel for every transport, through the proxies sites run,
@@ -47,12 +47,7 @@ type Proxy = SiteProxy;
 const withAuth = (url: string): string => url.replace('http://', `http://${PROXY_USER}:${encodeURIComponent(PROXY_PASSWORD)}@`);
 
 /** A signed webhook with one record, as the vendor sends it: its HTTP status. */
-async function webhook(agent: Agent, deviceId: string): Promise<number> {
-  const body = JSON.stringify(vendorRecord({ DeviceId: deviceId }));
-  const res = await fetch(`http://127.0.0.1:${agent.http.address().port}/vendor/webhook`, { method: 'POST', headers: { 'x-vendor-signature': signBody(body, TEST_SECRET) }, body });
-  await res.body?.cancel();
-  return res.status;
-}
+const webhook = (agent: Agent, deviceId: string): Promise<number> => webhookStatus(`http://127.0.0.1:${agent.http.address().port}`, vendorRecord({ DeviceId: deviceId }));
 
 /** A webhook's record reaches a subscriber on the broker's own plain listener, and the outbox empties. */
 async function delivers(agent: Agent, site: string, subUrl: string): Promise<void> {

@@ -3,7 +3,6 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { build, type Agent } from '../../agent/build.js';
-import { signBody } from '../../agent/http/sign.js';
 import { Simulator } from '../../agent/simulator/simulator.js';
 import { AgentProcess } from '../helpers/agent-process.js';
 import { startBroker, type TestBroker } from '../helpers/broker.js';
@@ -17,6 +16,7 @@ import { Subscriber } from '../helpers/subscriber.js';
 import { issueServerCertificate } from '../helpers/test-ca.js';
 import { describeWith, has } from '../helpers/tools.js';
 import { waitFor } from '../helpers/wait.js';
+import { webhookStatus } from '../helpers/webhook.js';
 
 // A site whose only way out is a SOCKS5 proxy: mqtt.proxy: socks5://user:password@host:port, as
 // vendor.proxy takes it, against Debian's microsocks with a login. The password is one a site
@@ -56,12 +56,7 @@ async function centralBroker(): Promise<{ broker: TestBroker; port: number }> {
   return { broker, port };
 }
 
-async function webhook(agent: Agent, deviceId: string): Promise<number> {
-  const body = JSON.stringify(vendorRecord({ DeviceId: deviceId }));
-  const res = await fetch(`http://127.0.0.1:${agent.http.address().port}/vendor/webhook`, { method: 'POST', headers: { 'x-vendor-signature': signBody(body, TEST_SECRET) }, body });
-  await res.body?.cancel();
-  return res.status;
-}
+const webhook = (agent: Agent, deviceId: string): Promise<number> => webhookStatus(`http://127.0.0.1:${agent.http.address().port}`, vendorRecord({ DeviceId: deviceId }));
 
 describeWith(['mosquitto', 'microsocks', 'openssl'], "the broker through the site's SOCKS5 proxy (microsocks with a login)", () => {
   let proxy: SiteProxy;

@@ -4,7 +4,6 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { build, type Agent } from '../../agent/build.js';
-import { signBody } from '../../agent/http/sign.js';
 import { Simulator } from '../../agent/simulator/simulator.js';
 import { AgentProcess } from '../helpers/agent-process.js';
 import { startBroker, type TestBroker } from '../helpers/broker.js';
@@ -15,6 +14,7 @@ import { Subscriber } from '../helpers/subscriber.js';
 import { issueServerCertificate } from '../helpers/test-ca.js';
 import { describeWith } from '../helpers/tools.js';
 import { waitFor } from '../helpers/wait.js';
+import { webhookStatus } from '../helpers/webhook.js';
 
 // A broker reached over MQTT's WebSocket transport: a central broker behind a site's firewall that
 // lets only the web's ports out, or Mosquitto's websockets listener (2.1, or 2.0 built with
@@ -34,12 +34,7 @@ afterAll(async () => {
 });
 
 /** A signed webhook with one record, as the vendor sends it: its HTTP status. */
-async function webhook(agent: Agent, deviceId: string): Promise<number> {
-  const body = JSON.stringify(vendorRecord({ DeviceId: deviceId }));
-  const res = await fetch(`http://127.0.0.1:${agent.http.address().port}/vendor/webhook`, { method: 'POST', headers: { 'x-vendor-signature': signBody(body, TEST_SECRET) }, body });
-  await res.body?.cancel();
-  return res.status;
-}
+const webhook = (agent: Agent, deviceId: string): Promise<number> => webhookStatus(`http://127.0.0.1:${agent.http.address().port}`, vendorRecord({ DeviceId: deviceId }));
 
 /** An agent on `url` delivers a webhook's record: a subscriber on `subUrl` gets it, the outbox empties. */
 async function delivers(agent: Agent, site: string, subUrl: string, subOptions: Record<string, unknown> = {}): Promise<void> {
