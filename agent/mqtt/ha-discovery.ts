@@ -78,11 +78,11 @@ function defaultEntityId(component: Entity['component'], id: string): string {
  * the site box (backlog, vendor reachable, broker, last sync). Every chair entity is available
  * only while both the agent (bridge/state) and the chair (its availability topic) are online.
  * Configs are retained and announced again on every connect and whenever Home Assistant's birth
- * message ("online" on <prefix>/status) arrives, at most once per BIRTH_INTERVAL_MS. Unique ids derive from the site id and DeviceId,
- * so they survive restarts; a chair the registry forgets (not configured, and missing from the
- * vendor's list for vendor.forgetChairAfterMinutes) has its configs cleared (empty retained
- * messages), also after a restart, since what was announced is stored; it is announced again if
- * it returns.
+ * message ("online" on <prefix>/status) arrives, at most once per BIRTH_INTERVAL_MS. Unique ids
+ * derive from the site id and DeviceId, so they survive restarts; a chair the registry forgets
+ * (not configured, and missing from the vendor's list for vendor.forgetChairAfterMinutes) has its
+ * configs cleared (empty retained messages), also after a restart, since what was announced is
+ * stored; it is announced again if it returns.
  */
 export class HaDiscovery implements Component {
   readonly name = 'homeassistant';
