@@ -222,6 +222,9 @@ function initramfs(release, kernel, mode, root) {
   return image;
 }
 
+/** What qemu prints when KVM will not run this guest (this CPU model under nested virtualisation). */
+const KVM_REFUSED = /KVM internal error|kvm_buf_set_msrs|failed to set MSR/;
+
 function boot(kernel, release, image, useKvm, init) {
   const kvm = useKvm && MACHINE.kvm && existsSync('/dev/kvm') && spawnSync('sh', ['-c', 'test -r /dev/kvm && test -w /dev/kvm']).status === 0;
   const vmlinuz = join(kernel, 'image', 'boot', `vmlinuz-${release}`);
@@ -235,7 +238,18 @@ function boot(kernel, release, image, useKvm, init) {
   say(`booting ${release} under qemu (${kvm ? 'KVM' : 'TCG: slower'}); the console goes to ${relative(ROOT, CONSOLE)}`);
   const fd = openSync(CONSOLE, 'w');
   try {
-    spawnSync(MACHINE.qemu, args, { stdio: ['ignore', fd, fd], timeout: 20 * 60_000 });
+    // When KVM refuses the guest, qemu does not exit: it stops the VM and waits. The boot would
+    // then hold the whole 20-minute timeout before TCG is tried (seen on these VMs under nested
+    // virtualisation: 40 minutes of a CI run for the two amd64 boots). So the console is watched,
+    // and qemu ended as soon as it says so.
+    const watched = `"$@" & q=$!
+trap 'kill -9 $q 2>/dev/null; exit 1' TERM
+while kill -0 $q 2>/dev/null; do
+  grep -qE '${KVM_REFUSED.source}' "${CONSOLE}" && { kill -9 $q; break; }
+  sleep 1
+done
+wait $q`;
+    spawnSync('sh', ['-c', watched, 'sh', MACHINE.qemu, ...args], { stdio: ['ignore', fd, fd], timeout: 20 * 60_000 });
   } finally {
     closeSync(fd);
   }
@@ -260,7 +274,7 @@ try {
     let useKvm = true;
     let console = boot(kernel, release, image, useKvm, init);
     // /dev/kvm can be there and still refuse this CPU model (nested virtualisation): then TCG.
-    if (!console.includes(marker) && /KVM internal error|kvm_buf_set_msrs|failed to set MSR/.test(console)) {
+    if (!console.includes(marker) && KVM_REFUSED.test(console)) {
       say('KVM refused the guest; booting again under TCG');
       useKvm = false;
       console = boot(kernel, release, image, useKvm, init);
