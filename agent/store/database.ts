@@ -3,6 +3,7 @@ import { statSync } from 'node:fs';
 import Database from 'better-sqlite3';
 import { errorMessage } from '../platform/errors.js';
 import { migrate } from './migrations.js';
+import { readOnlyStorage } from './read-only-storage.js';
 import { isSqliteError, StoreError, toStoreError, type StoreErrorCode } from './store-error.js';
 import { InlineWriter } from './inline-writer.js';
 import { ThreadWriter, type CheckpointerTuning } from './thread-writer.js';
@@ -284,7 +285,7 @@ export class StoreDatabase extends EventEmitter<DatabaseEvents> {
   }
 
   private failed(err: unknown, doing: string): StoreError {
-    const e = toStoreError(err, doing);
+    const e = this.onReadOnlyFileSystem(toStoreError(err, doing), doing);
     // A lock held elsewhere is reported (health, webhooks 503) only when it outlasts a moment: a
     // backup's read transaction holds it for milliseconds, an SD card's slow fsync for tens.
     if (e.code === 'STORE_LOCKED') {
@@ -294,6 +295,28 @@ export class StoreDatabase extends EventEmitter<DatabaseEvents> {
     }
     this.reportFailure(e.code, e.message);
     return e;
+  }
+
+  /**
+   * SQLite says only "disk I/O error" (a connection open before) or "attempt to write a readonly
+   * database" (one opened after) when the file system went read-only under the agent: the mount
+   * table says which file system and why, so the site hears what failed rather than a code.
+   */
+  private onReadOnlyFileSystem(e: StoreError, doing: string): StoreError {
+    if (e.code !== 'STORE_FAILED' || this.inMemory) return e;
+    const ro = readOnlyStorage(this.opts.path);
+    return ro ? new StoreError('STORE_READONLY', `${ro.summary}, while ${doing}`, e.cause) : e;
+  }
+
+  /**
+   * The mount table looked at while nothing writes (every 30 s): a card that went read-only on an
+   * idle box is reported before the next customer pays, and cleared once it takes writes again.
+   */
+  checkFileSystem(doing: string): void {
+    if (this.inMemory || this.opts.readonly || !this.db) return;
+    const ro = readOnlyStorage(this.opts.path);
+    if (ro) this.reportFailure('STORE_READONLY', `${ro.summary}, while ${doing}`);
+    else if (this.failureCode === 'STORE_READONLY') this.succeeded();
   }
 
   /** Reported once per kind of failure: a damaged file fails every use, each "while" something else. */

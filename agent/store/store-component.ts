@@ -4,9 +4,10 @@ import type { Logger } from '../platform/logger.js';
 import type { Health } from '../observe/health.js';
 import type { GroupCommit } from './group-commit.js';
 import type { Outbox } from './outbox.js';
+import { readOnlyStorage } from './read-only-storage.js';
 import { volatileStorage, type VolatileStorage } from './volatile-storage.js';
 
-/** How often the file is looked at while the box is idle (a stat: no disk write). */
+/** How often the file and its mount are looked at while the box is idle (a stat, the mount table: no disk write). */
 const FILE_CHECK_MS = 30_000;
 
 export interface StoreComponentDeps {
@@ -23,7 +24,8 @@ export interface StoreComponentDeps {
  * its state in health ("database"), including a file on storage the next power cut empties
  * (tmpfs, Raspberry Pi OS's overlay), which is not healthy however well it takes writes; and the
  * file looked at every 30 s as well as before each write, so a database deleted while the box is
- * idle is recreated, its waiting records kept, and reported.
+ * idle is recreated, its waiting records kept, and reported; and its file system, so one the
+ * kernel made read-only (a failing SD card) is reported on an idle box too.
  */
 export class StoreComponent implements Component {
   readonly name = 'store';
@@ -34,8 +36,12 @@ export class StoreComponent implements Component {
 
   private readonly onWritable = (ok: boolean, detail: string): void => {
     this.deps.health.set('database', ok && this.volatile === null, ok ? this.detail(detail) : detail);
-    if (ok) this.deps.logger.info('database writable again');
-    else this.deps.logger.error({ err: detail }, 'database not writable; the agent keeps running and keeps what it has stored');
+    if (ok) {
+      this.deps.logger.info('database writable again');
+      return;
+    }
+    const readOnly = readOnlyStorage(this.deps.outbox.path);
+    this.deps.logger.error({ err: detail, ...(readOnly ? { fix: readOnly.advice } : {}) }, 'database not writable; the agent keeps running and keeps what it has stored');
   };
 
   private readonly onRecovered = (moved: number): void =>
@@ -63,9 +69,12 @@ export class StoreComponent implements Component {
     outbox.open();
     health.set('database', this.volatile === null, this.detail('writable'));
     if (this.volatile) logger.error({ fileSystem: this.volatile.fileSystem }, this.volatile.advice);
+    // A box restarted on a card that is still read-only opens it (SQLite falls back to reading).
+    db.checkFileSystem('opening the database');
     this.fileCheck = clock.setInterval(() => {
       try {
         db.ensureFile('checking the database file');
+        db.checkFileSystem('checking the database file');
       } catch {
         // reported through the writable event
       }

@@ -20,6 +20,7 @@ const HOW: Record<string, string> = {
   python3: 'install python3 to run them',
   chromium: 'install chromium to run them (sudo apt install chromium)',
   root: 'they run as root only',
+  'a loop-mounted ext4 (root)': 'they run as root where a loop device can be mounted (a real ext4 the kernel makes read-only; e2fsprogs for mkfs.ext4 and e2fsck)',
   prlimit: 'install util-linux to run them (prlimit)',
   openssl: 'install openssl to run them (sudo apt install openssl)',
 };

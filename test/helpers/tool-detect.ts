@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { addonPath } from '../../agent/gpio/gpiod-binding.js';
 import { mosquittoPath } from '../../bench/lib/broker.js';
+import { loopCardWorks } from './loop-card.js';
 
 /**
  * The tools a test may need beyond the project's own node_modules. A test that needs one the
@@ -11,7 +12,7 @@ import { mosquittoPath } from '../../bench/lib/broker.js';
  * reporter counts into one line at the end of the run ("N tests skipped: install mosquitto to
  * run them"). Nothing fails for a missing tool.
  */
-export type Tool = 'mosquitto' | 'mosquitto 2.0.12 or later' | 'mosquitto with websockets' | 'tinyproxy' | 'microsocks' | 'squid' | 'squid with ssl-bump' | 'nginx' | 'mosquitto clients' | 'curl' | 'prometheus' | 'gpiod addon' | 'systemd' | 'python3' | 'chromium' | 'rabbitmq' | 'root' | 'a Node.js older than 22' | 'prlimit' | 'openssl';
+export type Tool = 'mosquitto' | 'mosquitto 2.0.12 or later' | 'mosquitto with websockets' | 'tinyproxy' | 'microsocks' | 'squid' | 'squid with ssl-bump' | 'nginx' | 'mosquitto clients' | 'curl' | 'prometheus' | 'gpiod addon' | 'systemd' | 'python3' | 'chromium' | 'rabbitmq' | 'root' | 'a Node.js older than 22' | 'prlimit' | 'openssl' | 'a loop-mounted ext4 (root)';
 
 const onPath = (cmd: string): boolean => spawnSync('sh', ['-c', `command -v ${cmd}`], { stdio: 'ignore' }).status === 0;
 
@@ -44,6 +45,7 @@ const detect: Record<Tool, () => boolean> = {
   prlimit: () => onPath('prlimit'),
   openssl: () => onPath('openssl'),
   'a Node.js older than 22': () => oldNode() !== null,
+  'a loop-mounted ext4 (root)': loopCardWorks,
 };
 
 /**

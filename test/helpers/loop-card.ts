@@ -1,0 +1,83 @@
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { basename, join } from 'node:path';
+
+/**
+ * An SD card as the kernel sees one: an ext4 file system in an image on a loop device, mounted
+ * with errors=remount-ro as Debian mounts its root. `fail()` makes the kernel report an error on
+ * it (ext4's trigger_fs_error), after which the kernel refuses every write, as it does when a
+ * card wears out. Needs root, a loop device and mkfs.ext4.
+ */
+export class LoopCard {
+  private constructor(
+    readonly image: string,
+    readonly mountPoint: string,
+  ) {}
+
+  static create(dir: string, sizeMb = 32): LoopCard {
+    const image = join(dir, 'card.img');
+    const mountPoint = join(dir, 'card');
+    mkdirSync(mountPoint, { recursive: true });
+    writeFileSync(image, '');
+    run('truncate', ['-s', `${sizeMb}M`, image]);
+    run('mkfs.ext4', ['-q', '-F', image]);
+    const card = new LoopCard(image, mountPoint);
+    card.mount();
+    return card;
+  }
+
+  private mount(): void {
+    run('mount', ['-o', 'loop,errors=remount-ro', this.image, this.mountPoint]);
+  }
+
+  /** The loop device under the mount (loop0...), as /sys/fs/ext4 names it. */
+  device(): string {
+    const line = readFileSync('/proc/self/mountinfo', 'utf8')
+      .split('\n')
+      .find((l) => l.split(' ')[4] === this.mountPoint);
+    const source = line?.split(' - ')[1]?.split(' ')[1];
+    if (!source) throw new Error(`${this.mountPoint} is not mounted`);
+    return basename(source);
+  }
+
+  /** A disk error: the kernel makes the file system read-only. */
+  fail(): void {
+    writeFileSync(`/sys/fs/ext4/${this.device()}/trigger_fs_error`, 'chair-agent test: the card failed');
+  }
+
+  /** What a reboot with a new card (or a repaired one) gives: unmounted, checked, mounted again. */
+  replace(): void {
+    run('umount', [this.mountPoint]);
+    const fsck = spawnSync('e2fsck', ['-f', '-y', this.image], { encoding: 'utf8' });
+    // 1: errors corrected (the error this card was made to report).
+    if (fsck.status !== 0 && fsck.status !== 1) throw new Error(`e2fsck: ${fsck.status} ${fsck.stdout}${fsck.stderr}`);
+    this.mount();
+  }
+
+  remove(): void {
+    spawnSync('umount', [this.mountPoint]);
+    if (existsSync(this.image)) rmSync(this.image, { force: true });
+  }
+}
+
+function run(cmd: string, args: string[]): void {
+  const r = spawnSync(cmd, args, { encoding: 'utf8' });
+  if (r.status !== 0) throw new Error(`${cmd} ${args.join(' ')}: ${r.error?.message ?? ''}${r.stderr}`);
+}
+
+/** Whether a LoopCard can be made here: root, a loop device, mkfs.ext4 and ext4's error trigger. */
+export function loopCardWorks(): boolean {
+  if (process.getuid?.() !== 0 || !existsSync('/dev/loop-control')) return false;
+  const dir = mkdtempSync(join(tmpdir(), 'loop-probe-'));
+  let card: LoopCard | null = null;
+  try {
+    card = LoopCard.create(dir, 8);
+    return existsSync(`/sys/fs/ext4/${card.device()}/trigger_fs_error`);
+  } catch {
+    return false;
+  } finally {
+    card?.remove();
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
