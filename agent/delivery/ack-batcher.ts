@@ -32,6 +32,8 @@ export class AckBatcher {
   private timer: Timer | null = null;
   /** Stopping: every acknowledgement is marked at once (the database closes after the broker). */
   private closing = false;
+  /** Why marks fail, while they do: said once, not at every retry (a read-only card fails them for days). */
+  private failing: string | null = null;
 
   constructor(private readonly opts: AckBatcherOptions) {}
 
@@ -67,13 +69,17 @@ export class AckBatcher {
     this.marking = batch;
     this.marked = this.opts.outbox.markDelivered([...batch], this.opts.clock.now()).then(
       () => {
+        if (this.failing !== null) this.opts.logger.info({ records: batch.size }, 'delivered records marked again');
+        this.failing = null;
         this.opts.onMarked(batch.size);
         this.settled(false);
       },
       (err: unknown) => {
         // Kept in memory and tried again; if the agent dies first they are simply sent again.
         for (const seq of batch) this.acked.add(seq);
-        this.opts.logger.error({ err: errorMessage(err), records: batch.size }, 'cannot mark delivered records; will retry');
+        const why = errorMessage(err);
+        if (why !== this.failing) this.opts.logger.error({ err: why, records: batch.size }, `cannot mark delivered records; retried every ${RETRY_MS / 1000} s, logged again when that changes`);
+        this.failing = why;
         this.settled(true);
       },
     );

@@ -7,6 +7,7 @@ import { BrokerError, type Broker } from '../../agent/mqtt/broker.js';
 import { silentLogger } from '../../agent/platform/logger.js';
 import { Outbox, type StoredRecord } from '../../agent/store/outbox.js';
 import { FakeClock } from '../helpers/fake-clock.js';
+import { memoryLogger } from '../helpers/memory-logger.js';
 import { asRecord, storeAll, vendorRecord } from '../helpers/records.js';
 
 async function outboxWith(n: number): Promise<Outbox> {
@@ -174,15 +175,23 @@ describe('AckBatcher: delivered marks', () => {
     const realMark = outbox.markDelivered.bind(outbox);
     let fail = true;
     outbox.markDelivered = (seqs, at) => (fail ? Promise.reject(new Error('disk I/O error')) : realMark(seqs, at));
-    const acks = new AckBatcher({ outbox, clock, logger: silentLogger(), intervalMs: 200, onMarked: () => undefined });
+    const { logger, lines } = memoryLogger();
+    const acks = new AckBatcher({ outbox, clock, logger, intervalMs: 200, onMarked: () => undefined });
     acks.add(1);
     acks.add(2);
     await clock.advance(200);
     expect(acks.has(1)).toBe(true);
     expect(outbox.stats().delivered).toBe(0);
+    // Failing for an hour (a read-only SD card) is one line, not one per retry; working again, another.
+    await clock.advance(3_600_000);
+    expect(outbox.stats().delivered).toBe(0);
     fail = false;
     await clock.advance(5_000);
     expect(outbox.stats().delivered).toBe(2);
+    expect(lines.map((l) => [l.level, l.msg.split(';')[0], l['err']])).toEqual([
+      ['error', 'cannot mark delivered records', 'disk I/O error'],
+      ['info', 'delivered records marked again', undefined],
+    ]);
   });
 
   it('marks every acknowledgement at once while closing', async () => {
