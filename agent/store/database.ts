@@ -3,7 +3,7 @@ import { statSync } from 'node:fs';
 import Database from 'better-sqlite3';
 import { errorMessage } from '../platform/errors.js';
 import { migrate } from './migrations.js';
-import { readOnlyStorage } from './read-only-storage.js';
+import { failingStorage, type FailingStorage } from './failing-storage.js';
 import { isSqliteError, StoreError, toStoreError, type StoreErrorCode } from './store-error.js';
 import { InlineWriter } from './inline-writer.js';
 import { ThreadWriter, type CheckpointerTuning } from './thread-writer.js';
@@ -110,7 +110,8 @@ export class StoreDatabase extends EventEmitter<DatabaseEvents> {
       if (!this.opts.readonly) this.writer = this.makeWriter(this.db);
     } catch (err) {
       this.close();
-      throw new StoreError('STORE_OPEN_FAILED', `cannot open the database ${this.opts.path}: ${errorMessage(err)} (storage.path)`, err);
+      const storage = this.inMemory ? null : failingStorage(this.opts.path);
+      throw new StoreError('STORE_OPEN_FAILED', `cannot open the database ${this.opts.path}: ${storage?.summary ?? errorMessage(err)} (storage.path)`, err);
     }
   }
 
@@ -285,7 +286,7 @@ export class StoreDatabase extends EventEmitter<DatabaseEvents> {
   }
 
   private failed(err: unknown, doing: string): StoreError {
-    const e = this.onReadOnlyFileSystem(toStoreError(err, doing), doing);
+    const e = this.onFailingStorage(toStoreError(err, doing), doing);
     // A lock held elsewhere is reported (health, webhooks 503) only when it outlasts a moment: a
     // backup's read transaction holds it for milliseconds, an SD card's slow fsync for tens.
     if (e.code === 'STORE_LOCKED') {
@@ -298,25 +299,30 @@ export class StoreDatabase extends EventEmitter<DatabaseEvents> {
   }
 
   /**
-   * SQLite says only "disk I/O error" (a connection open before) or "attempt to write a readonly
-   * database" (one opened after) when the file system went read-only under the agent: the mount
-   * table says which file system and why, so the site hears what failed rather than a code.
+   * SQLite says only "disk I/O error", "attempt to write a readonly database", or even "database
+   * disk image is malformed" of a whole file it cannot read, when the file system under it went
+   * read-only or failed: the kernel's word on it (failing-storage.ts) says which, and why.
    */
-  private onReadOnlyFileSystem(e: StoreError, doing: string): StoreError {
-    if (e.code !== 'STORE_FAILED' || this.inMemory) return e;
-    const ro = readOnlyStorage(this.opts.path);
-    return ro ? new StoreError('STORE_READONLY', `${ro.summary}, while ${doing}`, e.cause) : e;
+  private onFailingStorage(e: StoreError, doing: string): StoreError {
+    if ((e.code !== 'STORE_FAILED' && e.code !== 'STORE_DAMAGED') || this.inMemory) return e;
+    const storage = failingStorage(this.opts.path);
+    // A file that reads as damaged on storage that still reads is damaged.
+    if (!storage || (e.code === 'STORE_DAMAGED' && storage.fault !== 'failed')) return e;
+    return storageError(storage, doing, e.cause);
   }
 
   /**
-   * The mount table looked at while nothing writes (every 30 s): a card that went read-only on an
-   * idle box is reported before the next customer pays, and cleared once it takes writes again.
+   * The file system looked at while nothing writes (every 30 s, a read-only open: no disk write):
+   * a card that failed on an idle box is reported before the next customer pays, and cleared
+   * once it works again.
    */
   checkFileSystem(doing: string): void {
     if (this.inMemory || this.opts.readonly || !this.db) return;
-    const ro = readOnlyStorage(this.opts.path);
-    if (ro) this.reportFailure('STORE_READONLY', `${ro.summary}, while ${doing}`);
-    else if (this.failureCode === 'STORE_READONLY') this.succeeded();
+    const storage = failingStorage(this.opts.path);
+    if (storage) {
+      const e = storageError(storage, doing);
+      this.reportFailure(e.code, e.message);
+    } else if (this.failureCode === 'STORE_READONLY' || this.failureCode === 'STORE_DISK_FAILED') this.succeeded();
   }
 
   /** Reported once per kind of failure: a damaged file fails every use, each "while" something else. */
@@ -374,4 +380,8 @@ function recount(db: Database.Database): void {
   set.run(one('SELECT COUNT(*) FROM transactions WHERE delivered_at IS NULL AND parked_at IS NOT NULL'), 'parked');
   set.run(one(`SELECT COUNT(*) FROM transactions WHERE seq <= ${WATERMARK} OR delivered_at IS NOT NULL`), 'delivered');
   set.run(one('SELECT max(COALESCE((SELECT MAX(delivered_at) FROM transactions), 0), COALESCE((SELECT MAX(at) FROM delivered_through), 0))'), 'last_delivery_at');
+}
+
+function storageError(storage: FailingStorage, doing: string, cause?: unknown): StoreError {
+  return new StoreError(storage.fault === 'failed' ? 'STORE_DISK_FAILED' : 'STORE_READONLY', `${storage.summary}, while ${doing}`, cause);
 }

@@ -4,10 +4,10 @@ import type { Logger } from '../platform/logger.js';
 import type { Health } from '../observe/health.js';
 import type { GroupCommit } from './group-commit.js';
 import type { Outbox } from './outbox.js';
-import { readOnlyStorage } from './read-only-storage.js';
+import { failingStorage } from './failing-storage.js';
 import { volatileStorage, type VolatileStorage } from './volatile-storage.js';
 
-/** How often the file and its mount are looked at while the box is idle (a stat, the mount table: no disk write). */
+/** How often the file and its file system are looked at while the box is idle (a stat, the mount table, a read-only open: no disk write). */
 const FILE_CHECK_MS = 30_000;
 
 export interface StoreComponentDeps {
@@ -40,8 +40,8 @@ export class StoreComponent implements Component {
       this.deps.logger.info('database writable again');
       return;
     }
-    const readOnly = readOnlyStorage(this.deps.outbox.path);
-    this.deps.logger.error({ err: detail, ...(readOnly ? { fix: readOnly.advice } : {}) }, 'database not writable; the agent keeps running and keeps what it has stored');
+    const storage = failingStorage(this.deps.outbox.path);
+    this.deps.logger.error({ err: detail, ...(storage ? { fix: storage.advice } : {}) }, 'database not writable; the agent keeps running and keeps what it has stored');
   };
 
   private readonly onRecovered = (moved: number): void =>

@@ -1,7 +1,7 @@
 import Database from 'better-sqlite3';
 import { AgentError, errorCode, errorMessage } from '../platform/errors.js';
 
-export type StoreErrorCode = 'STORE_FULL' | 'STORE_FAILED' | 'STORE_OPEN_FAILED' | 'STORE_DAMAGED' | 'STORE_GONE' | 'STORE_LOCKED' | 'STORE_READONLY';
+export type StoreErrorCode = 'STORE_FULL' | 'STORE_FAILED' | 'STORE_OPEN_FAILED' | 'STORE_DAMAGED' | 'STORE_GONE' | 'STORE_LOCKED' | 'STORE_READONLY' | 'STORE_DISK_FAILED';
 
 export class StoreError extends AgentError {
   declare readonly code: StoreErrorCode;

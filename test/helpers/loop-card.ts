@@ -6,8 +6,9 @@ import { basename, join } from 'node:path';
 /**
  * An SD card as the kernel sees one: an ext4 file system in an image on a loop device, mounted
  * with errors=remount-ro as Debian mounts its root. `fail()` makes the kernel report an error on
- * it (ext4's trigger_fs_error), after which the kernel refuses every write, as it does when a
- * card wears out. Needs root, a loop device and mkfs.ext4.
+ * it (ext4's trigger_fs_error), after which this kernel refuses every write, as it does when a
+ * card wears out; `shutDown()` leaves it as older kernels do then. Needs root, a loop device,
+ * mkfs.ext4 and e2fsck, and python3 for the shutdown ioctl.
  */
 export class LoopCard {
   private constructor(
@@ -44,6 +45,17 @@ export class LoopCard {
   /** A disk error: the kernel makes the file system read-only. */
   fail(): void {
     writeFileSync(`/sys/fs/ext4/${this.device()}/trigger_fs_error`, 'chair-agent test: the card failed');
+  }
+
+  /**
+   * The kernel shuts the file system down (ext4's shutdown ioctl, as xfs_io's `shutdown` makes
+   * it): every access fails with EIO. This is what errors=remount-ro does on Linux 6.5 to 6.14,
+   * Raspberry Pi OS's kernels, after a disk error; it is also how a pulled USB disk behaves.
+   */
+  shutDown(): void {
+    // EXT4_IOC_SHUTDOWN = _IOR('X', 125, __u32); 2: EXT4_GOING_FLAGS_NOLOGFLUSH.
+    const script = 'import fcntl, os, struct, sys\nfd = os.open(sys.argv[1], os.O_RDONLY)\nfcntl.ioctl(fd, 0x8004587D, struct.pack("I", 2))\nos.close(fd)';
+    run('python3', ['-c', script, this.mountPoint]);
   }
 
   /** What a reboot with a new card (or a repaired one) gives: unmounted, checked, mounted again. */

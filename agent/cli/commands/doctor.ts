@@ -11,7 +11,7 @@ import { vendorFromConfig } from '../../vendor/vendor-from-config.js';
 import { systemClock } from '../../platform/clock.js';
 import { redactUrl } from '../../config/redact.js';
 import { DEFAULT_CONFIG_PATH } from '../../config/config-error.js';
-import { readOnlyStorage } from '../../store/read-only-storage.js';
+import { failingStorage } from '../../store/failing-storage.js';
 import { volatileStorage } from '../../store/volatile-storage.js';
 import type { Config } from '../../config/schema.js';
 import { parseVendorTime } from '../../time/vendor-time.js';
@@ -87,9 +87,9 @@ function databaseAccessCheck(config: Config): CheckLine {
   const path = config.storage.path;
   const name = 'database';
   // Before access(2): it says EROFS for a read-only mount (and the hint below would be chown), and
-  // passes a file system the kernel stopped after a disk error (6.15 and later).
-  const readOnly = readOnlyStorage(path);
-  if (readOnly) return { name, ok: false, detail: `${path}: ${readOnly.summary}`, hint: readOnly.advice };
+  // passes a file system the kernel stopped or shut down after a disk error.
+  const storage = failingStorage(path);
+  if (storage) return { name, ok: false, detail: `${path}: ${storage.summary}`, hint: storage.advice };
   if (!existsSync(path)) {
     const dir = dirname(path);
     try {
