@@ -1,6 +1,7 @@
 import type { Clock, Timer } from '../platform/clock.js';
 import type { Component } from '../platform/component.js';
 import type { Logger } from '../platform/logger.js';
+import { errorMessage } from '../platform/errors.js';
 import type { Health } from '../observe/health.js';
 import type { GroupCommit } from './group-commit.js';
 import type { Outbox } from './outbox.js';
@@ -31,6 +32,8 @@ export class StoreComponent implements Component {
   readonly name = 'store';
   private fileCheck: Timer | null = null;
   private volatile: VolatileStorage | null = null;
+  /** Why the database could not be opened, while it cannot. */
+  private openFailure: string | null = null;
 
   constructor(private readonly deps: StoreComponentDeps) {}
 
@@ -60,25 +63,59 @@ export class StoreComponent implements Component {
   }
 
   start(): void {
-    const { outbox, health, clock, logger } = this.deps;
+    const { outbox, clock, logger } = this.deps;
     this.volatile = volatileStorage(outbox.path);
     const db = outbox.database;
     db.on('writable', this.onWritable);
     db.on('recovered', this.onRecovered);
     db.on('checkpoint', this.onCheckpoint);
-    outbox.open();
-    health.set('database', this.volatile === null, this.detail('writable'));
+    this.fileCheck = clock.setInterval(() => this.check(), FILE_CHECK_MS);
+    if (!this.openOrReport()) return;
     if (this.volatile) logger.error({ fileSystem: this.volatile.fileSystem }, this.volatile.advice);
+  }
+
+  private check(): void {
+    const db = this.deps.outbox.database;
+    if (!db.isOpen) {
+      this.openOrReport();
+      return;
+    }
+    try {
+      db.ensureFile('checking the database file');
+      db.checkFileSystem('checking the database file');
+    } catch {
+      // reported through the writable event
+    }
+  }
+
+  /**
+   * Opens the database, or says why it cannot be and leaves the agent running without it: storage
+   * that fails (a card the kernel shut down after a disk error, a USB disk pulled) must not take
+   * the buttons, LEDs and chair states with it. Webhooks are answered 503 meanwhile, so nothing
+   * is acknowledged that is not stored; the file check tries again every 30 s.
+   */
+  private openOrReport(): boolean {
+    const { outbox, health, logger } = this.deps;
+    const db = outbox.database;
+    const wasFailing = this.openFailure !== null;
+    try {
+      outbox.open();
+    } catch (err) {
+      const detail = errorMessage(err);
+      if (detail !== this.openFailure) {
+        health.set('database', false, detail);
+        const storage = failingStorage(outbox.path);
+        logger.error({ err: detail, ...(storage ? { fix: storage.advice } : {}) }, 'cannot open the database; the agent runs without it (webhooks 503) and tries again every 30 s');
+      }
+      this.openFailure = detail;
+      return false;
+    }
+    this.openFailure = null;
+    health.set('database', this.volatile === null, this.detail('writable'));
+    if (wasFailing) logger.info({ path: outbox.path }, 'database opened');
     // A box restarted on a card that is still read-only opens it (SQLite falls back to reading).
     db.checkFileSystem('opening the database');
-    this.fileCheck = clock.setInterval(() => {
-      try {
-        db.ensureFile('checking the database file');
-        db.checkFileSystem('checking the database file');
-      } catch {
-        // reported through the writable event
-      }
-    }, FILE_CHECK_MS);
+    return true;
   }
 
   async stop(): Promise<void> {

@@ -159,7 +159,7 @@ describeWith(['mosquitto', 'a loop-mounted ext4 (root)'], 'an SD card that fails
     }
   }, 120_000);
 
-  it('shut down (Linux 6.5 to 6.14, a Pi\'s kernels): every access fails, and the site is not told the file is damaged', async () => {
+  it('shut down (Linux 6.5 to 6.14, a Pi\'s kernels): every access fails, the agent is not told the file is damaged, starts without it, and takes it back when it returns', async () => {
     const site = await siteOnCard('shut-down');
     let agent = await site.start();
     try {
@@ -176,14 +176,21 @@ describeWith(['mosquitto', 'a loop-mounted ext4 (root)'], 'an SD card that fails
       expect(await site.database()).toMatchObject({ status: 503, ok: false, detail: expect.stringMatching(failed) });
       // SQLite calls the unreadable file "malformed": the site is not sent to repair a whole file.
       expect(agent.lines.filter((l) => /damaged|malformed/.test(JSON.stringify(l)))).toEqual([]);
-
-      const doctor = await runCli(['doctor', '--config', site.config]);
-      expect(doctor.stdout).toMatch(/FAIL\s+database\s+.*fails every access \(EIO\)/);
       expect(await agent.signal('SIGTERM')).toBe(0);
 
-      // The card replaced (here: checked and mounted again): the vendor's retry is stored and delivered.
-      card?.replace();
+      // Restarted on it, the agent does not fail to start (systemd would stop restarting it, and
+      // the buttons, LEDs and chair states would go with it): it runs without the database.
       agent = await site.start();
+      expect(await site.database()).toMatchObject({ status: 503, ok: false, detail: expect.stringMatching(/cannot open the database .+ fails every access \(EIO\)/) });
+      expect(await webhookStatus(site.base, during)).toBe(503);
+      expect(await site.startChair('pos-2')).toMatchObject({ status: 'ok', transaction: 'pos-2' });
+      const doctor = await runCli(['doctor', '--config', site.config]);
+      expect(doctor.stdout).toMatch(/FAIL\s+database\s+.*fails every access \(EIO\)/);
+
+      // The disk back (a USB disk plugged in again, a card checked and mounted): the agent opens it
+      // at its next look (every 30 s), and the vendor's retry is stored and delivered.
+      card?.replace();
+      await agent.waitForLog((l) => l.msg === 'database opened', 'the database opened once the disk is back', 45_000);
       expect(await site.database()).toMatchObject({ ok: true });
       expect(await webhookStatus(site.base, during)).toBe(200);
       await waitDelivered(site, during, 'the retried record delivered');

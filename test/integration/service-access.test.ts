@@ -133,7 +133,7 @@ describeWith('root', '`doctor`: the database where the service writes it', () =>
     expect(serviceDatabaseCheck(db, service([], [], ['/var/lib/chair-agent', '/sys/class/gpio']))).toEqual({
       name: 'database',
       ok: false,
-      detail: `storage.path ${db}: ${data} is read-only for the service (ProtectSystem=strict: it writes only under /var/lib/chair-agent); the service would fail at every start`,
+      detail: `storage.path ${db}: ${data} is read-only for the service (ProtectSystem=strict: it writes only under /var/lib/chair-agent); the service could store nothing (every webhook answered 503)`,
       hint: `keep the data in /var/lib/chair-agent (a disk mounted there: README, "Read-only root"), or let the service write ${data}: sudo systemctl edit chair-agent, then [Service] ReadWritePaths=${data}`,
     });
     expect(serviceDatabaseCheck(db, service([], [], ['/var/lib/chair-agent', data]))).toBeNull();
@@ -141,11 +141,11 @@ describeWith('root', '`doctor`: the database where the service writes it', () =>
 
   it('fails a directory, or a database file, root made and the service cannot write', () => {
     const { data, db } = place('owner');
-    expect(serviceDatabaseCheck(db, service())).toMatchObject({ ok: false, detail: `storage.path ${db}: ${data} is not writable by chair-agent; the service would fail at every start`, hint: `sudo chown -R chair-agent: ${data}` });
+    expect(serviceDatabaseCheck(db, service())).toMatchObject({ ok: false, detail: `storage.path ${db}: ${data} is not writable by chair-agent; the service could store nothing (every webhook answered 503)`, hint: `sudo chown -R chair-agent: ${data}` });
     chownSync(data, 64_100, 64_100);
     expect(serviceDatabaseCheck(db, service())).toBeNull();
     writeFileSync(db, '', { mode: 0o600 });
-    expect(serviceDatabaseCheck(db, service())).toMatchObject({ ok: false, detail: `storage.path ${db}: ${db} is not writable by chair-agent; the service would fail at every start` });
+    expect(serviceDatabaseCheck(db, service())).toMatchObject({ ok: false, detail: `storage.path ${db}: ${db} is not writable by chair-agent; the service could store nothing (every webhook answered 503)` });
   });
 
   it('leaves the state directory to systemd, which hands it to the service at each start', () => {

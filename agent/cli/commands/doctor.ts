@@ -64,8 +64,8 @@ function databaseCheck(config: Config, service: ServiceIdentity | null): CheckLi
 
 /**
  * The database as the service would open it: doctor, as root, writes anywhere, while the service
- * writes only where its user may and its sandbox lets it. A path out of its reach fails every
- * start (the crash guard then stops the service), so it is said here.
+ * writes only where its user may and its sandbox lets it. A path out of its reach leaves the
+ * service running without its database, every webhook answered 503, so it is said here.
  */
 export function serviceDatabaseCheck(path: string, service: ServiceIdentity): CheckLine | null {
   if (path === ':memory:') return null;
@@ -76,7 +76,7 @@ export function serviceDatabaseCheck(path: string, service: ServiceIdentity): Ch
   return {
     name: 'database',
     ok: false,
-    detail: `storage.path ${path}: ${problem}; the service would fail at every start`,
+    detail: `storage.path ${path}: ${problem}; the service could store nothing (every webhook answered 503)`,
     hint: readOnly
       ? `keep the data in /var/lib/chair-agent (a disk mounted there: README, "Read-only root"), or let the service write ${dir}: sudo systemctl edit chair-agent, then [Service] ReadWritePaths=${dir}`
       : `sudo chown -R ${service.name}: ${dir}`,
