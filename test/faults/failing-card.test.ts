@@ -116,19 +116,32 @@ async function siteOnCard(name: string): Promise<Site> {
 const waitDelivered = (site: Site, record: Record<string, unknown>, what: string): Promise<unknown> =>
   site.sub.waitFor((m) => m.topic.includes('/transactions/') && m.text.includes(String(record['TransactionId'])), what);
 
+/** A record stored and delivered, then the card fails, and the vendor's next webhook gets 503. */
+async function recordThenFailure(site: Site, fail: () => void): Promise<{ before: Record<string, unknown>; during: Record<string, unknown> }> {
+  const before = vendorRecord({ DeviceId: 'MC7001' });
+  expect(await webhookStatus(site.base, before)).toBe(200);
+  await waitDelivered(site, before, 'the record stored before the card failed');
+  fail();
+  // The vendor's next webhook cannot be stored: 503, which the vendor retries.
+  const during = vendorRecord({ DeviceId: 'MC7001' });
+  expect(await webhookStatus(site.base, during)).toBe(503);
+  return { before, during };
+}
+
+/** With the disk back, the vendor's retry is stored and delivered: nothing was lost. */
+async function takesTheRetry(site: Site, before: Record<string, unknown>, during: Record<string, unknown>): Promise<void> {
+  expect(await site.database()).toMatchObject({ ok: true });
+  expect(await webhookStatus(site.base, during)).toBe(200);
+  await waitDelivered(site, during, 'the retried record delivered');
+  expect(site.delivered()).toEqual(new Set([before['TransactionId'], during['TransactionId']]));
+}
+
 describeWith(['mosquitto', 'a loop-mounted ext4 (root)'], 'an SD card that fails', () => {
   it('read-only (Linux 6.15 and later): keeps serving and says why, answers 503 for what it cannot store, loses nothing once the card is replaced', async () => {
     const site = await siteOnCard('stopped');
     let agent = await site.start();
     try {
-      const before = vendorRecord({ DeviceId: 'MC7001' });
-      expect(await webhookStatus(site.base, before)).toBe(200);
-      await waitDelivered(site, before, 'the record stored before the card failed');
-
-      card?.fail();
-      // The vendor's next webhook cannot be stored: 503, which the vendor retries.
-      const during = vendorRecord({ DeviceId: 'MC7001' });
-      expect(await webhookStatus(site.base, during)).toBe(503);
+      const { before, during } = await recordThenFailure(site, () => card?.fail());
       expect(await site.database()).toMatchObject({ status: 503, ok: false, detail: expect.stringMatching(/the file system at .+ went read-only: the kernel stopped writes to it after a disk error/) });
       const logged = await agent.waitForLog((l) => l.component === 'store' && /database not writable/.test(l.msg), 'the store saying so');
       expect(logged['fix']).toMatch(/an SD card that does this is failing.*replace the card/);
@@ -146,13 +159,10 @@ describeWith(['mosquitto', 'a loop-mounted ext4 (root)'], 'an SD card that fails
       expect(await site.database()).toMatchObject({ ok: false, detail: expect.stringMatching(/went read-only.*while opening the database/) });
       expect(await agent.signal('SIGTERM')).toBe(0);
 
-      // The card replaced (here: checked and mounted again): the vendor's retry is stored and delivered.
+      // The card replaced (here: checked and mounted again).
       card?.replace();
       agent = await site.start();
-      expect(await site.database()).toMatchObject({ ok: true });
-      expect(await webhookStatus(site.base, during)).toBe(200);
-      await waitDelivered(site, during, 'the retried record delivered');
-      expect(site.delivered()).toEqual(new Set([before['TransactionId'], during['TransactionId']]));
+      await takesTheRetry(site, before, during);
     } finally {
       await agent.signal('SIGTERM');
       await site.close();
@@ -163,13 +173,7 @@ describeWith(['mosquitto', 'a loop-mounted ext4 (root)'], 'an SD card that fails
     const site = await siteOnCard('shut-down');
     let agent = await site.start();
     try {
-      const before = vendorRecord({ DeviceId: 'MC7001' });
-      expect(await webhookStatus(site.base, before)).toBe(200);
-      await waitDelivered(site, before, 'the record stored before the card failed');
-
-      card?.shutDown();
-      const during = vendorRecord({ DeviceId: 'MC7001' });
-      expect(await webhookStatus(site.base, during)).toBe(503);
+      const { before, during } = await recordThenFailure(site, () => card?.shutDown());
       // A scrape reads the backlog's figures: a read of a file system that reads nothing.
       expect((await fetch(`${site.base}/metrics`)).status).toBe(200);
       const failed = /the file system at .+ fails every access \(EIO\): the kernel shut it down after a disk error, or its disk is gone/;
@@ -191,10 +195,7 @@ describeWith(['mosquitto', 'a loop-mounted ext4 (root)'], 'an SD card that fails
       // at its next look (every 30 s), and the vendor's retry is stored and delivered.
       card?.replace();
       await agent.waitForLog((l) => l.msg === 'database opened', 'the database opened once the disk is back', 45_000);
-      expect(await site.database()).toMatchObject({ ok: true });
-      expect(await webhookStatus(site.base, during)).toBe(200);
-      await waitDelivered(site, during, 'the retried record delivered');
-      expect(site.delivered()).toEqual(new Set([before['TransactionId'], during['TransactionId']]));
+      await takesTheRetry(site, before, during);
     } finally {
       await agent.signal('SIGTERM');
       await site.close();
