@@ -4,8 +4,9 @@
 // otherwise) with gpio-sim laying out lines named as on a Raspberry Pi 5, and runs
 // test/kernel/in-vm.mjs there on the amd64 package's own runtime and app (dist/pkg, from
 // `npm run package`): the listing, the pull-up, debounce under bounces, a held press, release on
-// kill -9 and Ctrl-C, --blink read back from the lines, and press -> start -> LED blinking with
-// the agent and the vendor simulator. Then it boots twice more with systemd as PID 1
+// kill -9 and Ctrl-C, --blink read back from the lines, press -> start -> LED blinking with
+// the agent and the vendor simulator, and the SD card failing under the agent (ext4 with
+// errors=remount-ro on a loop device: this kernel shuts it down, so every access fails with EIO). Then it boots twice more with systemd as PID 1
 // (test/kernel/systemd-check.sh, the package's unit as systemd runs it): on Debian 13's userland
 // (systemd 257) and on Debian 12's (systemd 252, what Raspberry Pi OS Bookworm runs).
 //
@@ -20,7 +21,7 @@
 // so both are built here as one out-of-tree module, from Debian 13's own linux-source, with its
 // own compiler and headers, in a debootstrap root (cached in dist/kernel-test, or in
 // CHAIR_AGENT_KERNEL_TEST_CACHE; brought up to date when older than a day). Needs root,
-// debootstrap, qemu-system-x86 (qemu-system-arm for arm64), cpio and Debian's mirror the first
+// debootstrap, qemu-system-x86 (qemu-system-arm for arm64), cpio, e2fsprogs and Debian's mirror the first
 // time; about 2 minutes after. On arm64 the roots take about 10 minutes the first time, and each
 // systemd boot about 4 under TCG.
 import { spawnSync } from 'node:child_process';
@@ -173,7 +174,8 @@ function initramfs(release, kernel, mode, root) {
   const version = JSON.parse(readFileSync(join(ROOT, 'dist', 'agent', 'build-info.json'), 'utf8')).version;
   const tarball = `chair-agent-${version}-linux-${ARCH}.tar.gz`;
   if (!existsSync(join(ROOT, 'dist', 'pkg', tarball))) throw new Error(`dist/pkg has no ${tarball} (this build's): npm run package -- ${ARCH}`);
-  const stage = join(CACHE, 'stage');
+  // One per CPU: CI boots amd64 and arm64 side by side.
+  const stage = join(CACHE, `stage-${ARCH}`);
   rmSync(stage, { recursive: true, force: true });
   mkdirSync(stage);
   const excludes = ['./usr/share/perl', `./usr/lib/${MACHINE.triplet}/perl-base`, './usr/share/zoneinfo', './usr/share/i18n', './usr/share/info', './usr/src', './usr/lib/gcc', './usr/libexec/gcc', './usr/share/doc', './usr/share/man', './usr/share/locale', `./usr/lib/${MACHINE.triplet}/perl`, './var/cache/apt', './var/lib/apt/lists', './build', './tmp/*', './.ready',
@@ -192,10 +194,23 @@ function initramfs(release, kernel, mode, root) {
   const configfs = readdirSync(join(src, 'kernel', 'fs', 'configfs'))[0];
   cpSync(join(src, 'kernel', 'fs', 'configfs', configfs), join(modules, 'kernel', 'fs', 'configfs', configfs));
   cpSync(join(kernel, 'gpio-sim.ko'), join(modules, 'extra', 'gpio-sim.ko'));
+  // ext4 on a loop device, for the failing SD card (in-vm.mjs, step 6), with what ext4 needs.
+  for (const module of ['fs/ext4/ext4', 'fs/jbd2/jbd2', 'fs/mbcache', 'lib/crc16', 'lib/libcrc32c', 'crypto/crc32c_generic', 'drivers/block/loop']) {
+    const from = join(src, 'kernel', dirname(module));
+    const file = readdirSync(from).find((f) => f.startsWith(`${basename(module)}.ko`));
+    if (!file) throw new Error(`no ${module} module in the kernel package`);
+    mkdirSync(join(modules, 'kernel', dirname(module)), { recursive: true });
+    cpSync(join(from, file), join(modules, 'kernel', dirname(module), file));
+  }
   run('chroot', [stage, 'depmod', release]);
   run('tar', ['-xzf', join(ROOT, 'dist', 'pkg', tarball), '-C', join(stage, 'opt')]);
   mkdirSync(join(stage, 'test'));
   cpSync(join(ROOT, 'test', 'kernel', 'in-vm.mjs'), join(stage, 'test', 'in-vm.mjs'));
+  // The SD card of step 6, made here: the VM's root has no mkfs.ext4.
+  if (mode !== 'systemd') {
+    run('truncate', ['-s', '8M', join(stage, 'test', 'card.img')]);
+    run('mkfs.ext4', ['-q', '-F', join(stage, 'test', 'card.img')]);
+  }
   cpSync(join(ROOT, 'test', 'kernel', 'init.sh'), join(stage, 'init'));
   chmodSync(join(stage, 'init'), 0o755);
   if (mode === 'systemd') {

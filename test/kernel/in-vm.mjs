@@ -3,7 +3,7 @@
 // chip with GPIO0..GPIO27, and a second chip before it, as a Pi 5 has). Prints "ok: ..." per check
 // and "KERNEL-TEST PASS" or "KERNEL-TEST FAIL: ..." at the end; the host reads the console.
 import { spawn, spawnSync } from 'node:child_process';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { closeSync, mkdirSync, openSync, readFileSync, writeFileSync } from 'node:fs';
 import { connect } from 'node:net';
 
 const AGENT = '/opt/chair-agent/bin/chair-agent';
@@ -149,6 +149,42 @@ async function main() {
   await agent.exited;
   await waitFor(() => !/chair-agent/.test(debugGpio()), 'the lines released after the agent was killed');
   expect(true, 'kill -9 of the agent: the kernel released its lines');
+
+  // 6. The SD card fails, on this kernel (Debian 13's 6.12, the line Raspberry Pi OS runs): ext4
+  // with errors=remount-ro on a loop device, an error reported on it. How the kernel stops it
+  // (read-only, or shut down so that every access fails) is printed; the agent, started again on
+  // it, must run, name it so, and keep driving its lines.
+  for (const m of ['loop', 'ext4']) expect(spawnSync('modprobe', [m]).status === 0, `modprobe ${m}`);
+  mkdirSync('/card');
+  const mounted = spawnSync('mount', ['-o', 'loop,errors=remount-ro', '/test/card.img', '/card'], { encoding: 'utf8' });
+  expect(mounted.status === 0, 'the card mounted: ext4 on a loop device, errors=remount-ro', mounted.stderr);
+  writeFileSync('/tmp/card.yaml', readFileSync('/tmp/config.yaml', 'utf8').replace('/var/lib/chair-agent/agent.db', '/card/agent.db'));
+  const database = async () => (await (await fetch('http://127.0.0.1:8080/healthz')).json()).checks.database;
+  let onCard = daemon(['run', '--config', '/tmp/card.yaml']);
+  await waitFor(() => portOpen(8080), 'the agent with its database on the card');
+  await waitFor(async () => (await database()).ok, 'the database on the card writable');
+  const cardMount = () => readFileSync('/proc/self/mountinfo', 'utf8').split('\n').find((l) => l.split(' ')[4] === '/card') ?? '';
+  const loop = cardMount().split(' - ')[1]?.split(' ')[1]?.replace('/dev/', '');
+  writeFileSync(`/sys/fs/ext4/${loop}/trigger_fs_error`, 'kernel test: the card failed');
+  let openError = 'none';
+  try {
+    closeSync(openSync('/card/agent.db', 'r'));
+  } catch (err) {
+    openError = err.code;
+  }
+  say(`kernel after the error: mountinfo "${cardMount()}", open(2) of the database: ${openError}`);
+  const said = openError === 'EIO' ? /fails every access \(EIO\)/ : /went read-only: the kernel stopped writes to it after a disk error/;
+  // Restarted on it (a running agent sees it at its next write or 30 s look: the fault tests).
+  onCard.child.kill('SIGTERM');
+  await onCard.exited;
+  onCard = daemon(['run', '--config', '/tmp/card.yaml']);
+  await waitFor(() => portOpen(8080), 'the agent restarted on the failed card');
+  const again = await database();
+  expect(!again.ok && said.test(again.detail), `restarted on the failed card, the agent runs and says: ${again.detail}`, onCard.output());
+  await waitFor(() => level(27) === 1, "MC7001's LED steady on with the card failed");
+  expect(true, "without a usable database the agent still drives MC7001's LED");
+  onCard.child.kill('SIGTERM');
+  await onCard.exited;
   sim.child.kill('SIGTERM');
 }
 
