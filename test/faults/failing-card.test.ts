@@ -128,12 +128,19 @@ async function recordThenFailure(site: Site, fail: () => void): Promise<{ before
   return { before, during };
 }
 
-/** With the disk back, the vendor's retry is stored and delivered: nothing was lost. */
-async function takesTheRetry(site: Site, before: Record<string, unknown>, during: Record<string, unknown>): Promise<void> {
+/**
+ * The card replaced (here: checked and mounted again) and the agent started on it, as at the next
+ * boot: the vendor's retry is stored and delivered, and nothing was lost. Returns the new agent.
+ */
+async function afterTheCardIsReplaced(site: Site, agent: AgentProcess, before: Record<string, unknown>, during: Record<string, unknown>): Promise<AgentProcess> {
+  expect(await agent.signal('SIGTERM')).toBe(0);
+  card?.replace();
+  const again = await site.start();
   expect(await site.database()).toMatchObject({ ok: true });
   expect(await webhookStatus(site.base, during)).toBe(200);
   await waitDelivered(site, during, 'the retried record delivered');
   expect(site.delivered()).toEqual(new Set([before['TransactionId'], during['TransactionId']]));
+  return again;
 }
 
 describeWith(['mosquitto', 'a loop-mounted ext4 (root)'], 'an SD card that fails', () => {
@@ -157,12 +164,7 @@ describeWith(['mosquitto', 'a loop-mounted ext4 (root)'], 'an SD card that fails
       // Restarted on the same card (systemd's Restart=, a reboot that kept it read-only): said at once.
       agent = await site.start();
       expect(await site.database()).toMatchObject({ ok: false, detail: expect.stringMatching(/went read-only.*while opening the database/) });
-      expect(await agent.signal('SIGTERM')).toBe(0);
-
-      // The card replaced (here: checked and mounted again).
-      card?.replace();
-      agent = await site.start();
-      await takesTheRetry(site, before, during);
+      agent = await afterTheCardIsReplaced(site, agent, before, during);
     } finally {
       await agent.signal('SIGTERM');
       await site.close();
@@ -190,13 +192,8 @@ describeWith(['mosquitto', 'a loop-mounted ext4 (root)'], 'an SD card that fails
       expect(await site.startChair('pos-2')).toMatchObject({ status: 'ok', transaction: 'pos-2' });
       const doctor = await runCli(['doctor', '--config', site.config]);
       expect(doctor.stdout).toMatch(/FAIL\s+database\s+.*fails every access \(EIO\)/);
-
-      // The disk back (a card checked and mounted at the next boot): the vendor's retry is stored
-      // and delivered. (A running agent opens it at its next look, every 30 s: unit/store-component.)
-      expect(await agent.signal('SIGTERM')).toBe(0);
-      card?.replace();
-      agent = await site.start();
-      await takesTheRetry(site, before, during);
+      // (A running agent opens it at its next look, every 30 s, without a restart: unit/store-component.)
+      agent = await afterTheCardIsReplaced(site, agent, before, during);
     } finally {
       await agent.signal('SIGTERM');
       await site.close();
