@@ -3,12 +3,16 @@ import type { Socket } from 'node:net';
 /** What a connection is doing, as far as the listener knows. */
 export type ConnectionUse = 'silent' | 'idle' | 'webhook' | 'stream' | 'other';
 
+/** Told when a connection it admitted is closed to make room, with what it was doing. */
+export type OnEvict = (remote: string, use: ConnectionUse) => void;
+
 interface Tracked {
   socket: Socket;
   remote: string;
   endpoint: string;
   openedAt: number;
   use: ConnectionUse;
+  onEvict: OnEvict | undefined;
 }
 
 export interface AdmissionOptions {
@@ -21,8 +25,6 @@ export interface AdmissionOptions {
   /** A connection that has sent no request this long may give way to a new one. */
   silentGraceMs: number;
   now: () => number;
-  /** A connection closed to make room, with what it was doing. */
-  onEvict?: (remote: string, use: ConnectionUse) => void;
 }
 
 /** Which connections give way first: the ones doing least for anyone. Webhooks never do. */
@@ -37,6 +39,9 @@ const EVICTION_ORDER: ConnectionUse[] = ['silent', 'idle', 'stream', 'other'];
  * A request other than the webhook is shed with 503 and Retry-After while over the soft cap
  * (HttpListener). Past `perClient` connections from one address, that address's own quietest
  * connection makes room first, so a single client mostly competes with itself.
+ *
+ * One table holds every listener's connections (`connectionTable`): `http.maxConnections` is what
+ * the box holds open, not what each port does.
  */
 export class Admission {
   private readonly open = new Map<Socket, Tracked>();
@@ -57,8 +62,11 @@ export class Admission {
     return this.open.size > this.opts.soft;
   }
 
-  /** A new connection: true to keep it, false when it must be closed (it is then not tracked). */
-  admit(socket: Socket): boolean {
+  /**
+   * A new connection: true to keep it, false when it must be closed (it is then not tracked).
+   * `onEvict` is told if it is closed later to make room.
+   */
+  admit(socket: Socket, onEvict?: OnEvict): boolean {
     const remote = socket.remoteAddress ?? '?';
     const mine = this.byRemote.get(remote) ?? 0;
     // Past its share, a client's own quietest connection makes room (never a webhook in flight).
@@ -66,7 +74,7 @@ export class Admission {
     if (this.open.size >= this.opts.hard && !this.evict(() => true) && !this.evictHeaviestSilent()) return false;
     if (this.open.size >= this.opts.soft) this.evict((t) => t.use === 'silent' || t.use === 'idle', true);
     const key = endpoint(socket);
-    this.open.set(socket, { socket, remote, endpoint: key, openedAt: this.opts.now(), use: 'silent' });
+    this.open.set(socket, { socket, remote, endpoint: key, openedAt: this.opts.now(), use: 'silent', onEvict });
     this.byEndpoint.set(key, socket);
     this.byRemote.set(remote, (this.byRemote.get(remote) ?? 0) + 1);
     socket.once('close', () => this.forget(socket));
@@ -124,7 +132,7 @@ export class Admission {
   private close(t: Tracked): void {
     this.forget(t.socket);
     t.socket.destroy();
-    this.opts.onEvict?.(t.remote, t.use);
+    t.onEvict?.(t.remote, t.use);
   }
 
   private forget(socket: Socket): void {
@@ -138,6 +146,16 @@ export class Admission {
   }
 }
 
+/** A connection by both its ends: one peer port may reach two listeners. */
 function endpoint(socket: Socket): string {
-  return `${socket.remoteAddress ?? '?'}|${socket.remotePort ?? '?'}`;
+  return `${socket.remoteAddress ?? '?'}|${socket.remotePort ?? '?'}|${socket.localPort ?? '?'}`;
+}
+
+/**
+ * The connection table `http.maxConnections` bounds: connections past it make the quietest give
+ * way, four times it is the hard limit. A client sends its request right after connecting; one
+ * silent for half a second may give way to a new connection when the table is full.
+ */
+export function connectionTable(maxConnections: number, now: () => number): Admission {
+  return new Admission({ soft: maxConnections, hard: maxConnections * 4, perClient: Math.max(8, maxConnections), silentGraceMs: 500, now });
 }

@@ -6,7 +6,7 @@ import { createRequire } from 'node:module';
 const require = createRequire(import.meta.url);
 const { createServer } = require('node:http') as typeof import('node:http');
 import type { AddressInfo, Socket } from 'node:net';
-import { Admission } from './admission.js';
+import { connectionTable, type Admission } from './admission.js';
 import type { Clock } from '../platform/clock.js';
 import type { Logger } from '../platform/logger.js';
 import type { Metrics } from '../observe/metrics.js';
@@ -52,6 +52,11 @@ export interface ListenerOptions {
    * the webhook are shed with 503; four times this is the hard limit.
    */
   maxConnections?: number;
+  /**
+   * The connection table this listener shares with the agent's others, so that
+   * `maxConnections` bounds them together; one of its own when not given.
+   */
+  connections?: Admission;
   clock: Clock;
   metrics?: Metrics;
   /** Serve HTTPS with this certificate, picked up again when its files change. */
@@ -140,15 +145,11 @@ export class HttpListener implements Component {
     }
     server.timeout = this.opts.idleTimeoutMs ?? 10_000;
     const soft = this.opts.maxConnections ?? 64;
-    // A client sends its request right after connecting; one silent for half a second may give
-    // way to a new connection when the table is full.
-    const admission = new Admission({ soft, hard: soft * 4, perClient: Math.max(8, soft), silentGraceMs: 500,
-      now: () => this.opts.clock.monotonic(),
-      onEvict: (remote, use) => this.refusals.note('http', 'evicted', `connection closed to make room (${use}): more than ${soft} connections open (http.maxConnections)`, { remote }),
-    });
-    this.admission = admission;
+    const admission = (this.admission ??= this.opts.connections ?? connectionTable(soft, () => this.opts.clock.monotonic()));
+    const onEvict = (remote: string, use: string): void =>
+      this.refusals.note('http', 'evicted', `connection closed to make room (${use}): more than ${soft} connections open (http.maxConnections)`, { remote });
     server.on('connection', (socket: Socket) => {
-      if (admission.admit(socket)) return;
+      if (admission.admit(socket, onEvict)) return;
       socket.destroy();
       this.refusals.note('http', 'dropped', `connection refused: ${admission.size} connections open, all of them busy`, { remote: socket.remoteAddress });
     });
@@ -208,7 +209,7 @@ export class HttpListener implements Component {
     return this.opts.certificate?.status() ?? null;
   }
 
-  /** Connections open now. */
+  /** Connections open now, on every listener that shares its table. */
   openConnections(): number {
     return this.admission?.size ?? 0;
   }

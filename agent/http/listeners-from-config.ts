@@ -3,6 +3,7 @@ import type { Clock } from '../platform/clock.js';
 import type { Logger } from '../platform/logger.js';
 import type { Metrics } from '../observe/metrics.js';
 import { HttpListener, type ListenerOptions } from './listener.js';
+import { connectionTable } from './admission.js';
 import { ServedCertificate } from './served-certificate.js';
 
 export interface Listeners {
@@ -19,12 +20,14 @@ export interface Listeners {
 
 /** The agent's HTTP listener(s), as the config asks; neither started. */
 export function listenersFromConfig(config: Config, clock: Clock, metrics: Metrics, logger: Logger): Listeners {
-  // Both listeners take the same timeouts and connection bounds: each holds them on its own.
+  // Both listeners take the same timeouts, and hold their connections in one table: a flood on
+  // either port leaves the box no more open connections than http.maxConnections allows.
   const common: Omit<ListenerOptions, 'host' | 'port' | 'logger'> = {
     headersTimeoutMs: config.http.headersTimeoutSeconds * 1000,
     requestTimeoutMs: config.http.requestTimeoutSeconds * 1000,
     idleTimeoutMs: config.http.idleTimeoutSeconds * 1000,
     maxConnections: config.http.maxConnections,
+    connections: connectionTable(config.http.maxConnections, () => clock.monotonic()),
     clock,
     metrics,
   };

@@ -241,6 +241,32 @@ describe('the webhook always gets a connection', () => {
   });
 });
 
+describe('connections on both ports (webhook.port)', () => {
+  let rig: Rig;
+  beforeAll(async () => {
+    rig = await startRig({ site: 'two-ports', sections: { http: { idleTimeoutSeconds: 3, maxConnections: 16 }, webhook: { port: 0 } } });
+  });
+  afterAll(() => rig.close());
+
+  it('are held to http.maxConnections together, not each, and the webhook port answers after', async () => {
+    const ports = [rig.agent.http.address().port, rig.agent.webhookHttp.address().port];
+    const closed: Promise<void>[] = [];
+    for (const port of ports) {
+      for (let i = 0; i < 100; i++) {
+        const s = connect(port, '127.0.0.1');
+        s.on('error', () => undefined);
+        closed.push(new Promise((resolve) => s.once('close', () => resolve())));
+      }
+    }
+    await Promise.all(closed);
+    // 200 silent connections, and the box holds 4 x 16 at most: 136 closed to make room (72
+    // when each port had a table of its own), the rest when idle.
+    const metrics = await (await fetch(`${rig.base}/metrics`)).text();
+    expect(Number(/^chair_agent_refused_requests_total\{what="http",status="evicted"\} (\d+)$/m.exec(metrics)?.[1])).toBeGreaterThanOrEqual(136);
+    expect(await vendorWebhook(ports[1] ?? 0, 'after-both-ports')).toBe(200);
+  });
+});
+
 describe('an admin-token guesser', () => {
   let rig: Rig;
   const TOKEN = 'the-real-admin-token-0042';
