@@ -9,6 +9,7 @@ import { EXIT_FAILURE, EXIT_OK, type CommandContext } from './cli/context.js';
 import { errorMessage } from './platform/errors.js';
 import { agentVersion } from './platform/version.js';
 import { OLD_NODE_HINT, pinnedRuntime } from './cli/pinned-runtime.js';
+import { useSystemCaStore } from './platform/system-trust.js';
 import * as nodeModule from 'node:module';
 import type { Writable } from 'node:stream';
 import { createWriteStream, fstatSync } from 'node:fs';
@@ -121,6 +122,7 @@ async function onOldNode(): Promise<boolean> {
 async function main(): Promise<void> {
   if (await onOldNode()) return;
   compileCache(process.env);
+  useSystemCaStore(process.env);
   const stop = new AbortController();
   const onSignal = (signal: NodeJS.Signals): void => {
     if (stop.signal.aborted) return;

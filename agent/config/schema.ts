@@ -73,7 +73,7 @@ const vendor = z.strictObject({
   ),
   ca: described(
     z.optional(text(z.minLength(1))),
-    "PEM file of CA certificates trusted for the vendor besides the usual ones: the CA of a site proxy that inspects TLS, or a vendor's private CA",
+    "PEM file of CA certificates trusted for the vendor besides the usual ones (the runtime's and the box's store, /etc/ssl/certs): the CA of a site proxy that inspects TLS, or a vendor's private CA",
   ),
   pollSeconds: described(z._default(z.number().check(z.minimum(0.2)), 5), 'Chair list poll period in seconds; fractions allowed'),
   requestTimeoutSeconds: described(z._default(positive(z.maximum(120)), 10), 'Deadline of one vendor request'),
@@ -188,7 +188,7 @@ const mqtt = z.strictObject({
   username: z.optional(text(z.minLength(1))),
   password: described(z.optional(text(z.minLength(1))), 'Or env CHAIR_AGENT_MQTT_PASSWORD, or systemd credential mqtt-password'),
   clientId: described(z.optional(text(z.minLength(1), z.maxLength(64))), 'Default: chair-agent-<site.id>'),
-  ca: described(z.optional(text(z.minLength(1))), 'PEM file of the CA that signed the broker certificate'),
+  ca: described(z.optional(text(z.minLength(1))), 'PEM file of the CA that signed the broker certificate, trusted alone; without it, the usual CAs and the box\'s store (/etc/ssl/certs)'),
   cert: described(z.optional(text(z.minLength(1))), 'PEM client certificate file'),
   key: described(z.optional(text(z.minLength(1))), 'PEM client key file'),
   proxy: described(

@@ -2,6 +2,7 @@ import mqtt, { MqttClient, type IClientOptions } from 'mqtt';
 import { PacketStore } from './packet-store.js';
 import { openTunnel, tlsInTunnel, TunnelAgent, TunnelStream, type TunnelTls } from './proxy-tunnel.js';
 import { readTlsFile } from '../platform/tls-files.js';
+import { trustSystemCaStore } from '../platform/system-trust.js';
 import { decodeUserinfo } from '../platform/url-credentials.js';
 
 /** How to reach the broker: what the agent and `doctor` share, so doctor tests what the agent does. */
@@ -73,6 +74,7 @@ export interface ClientSession {
  * (same endpoint reading, TLS files, protocol, packet limits). Reconnects are the caller's.
  */
 export function connectClient(e: BrokerEndpoint, s: ClientSession): MqttClient {
+  if ((/^(mqtts|wss):/.test(e.url) && !e.ca) || e.proxy?.startsWith('https:')) trustSystemCaStore();
   const options: IClientOptions = {
     ...endpointOptions(e),
     clientId: s.clientId,

@@ -1,4 +1,5 @@
 import { readFileSync, statSync } from 'node:fs';
+import { trustSystemCaStore } from './system-trust.js';
 import { createSecureContext, getCACertificates, rootCertificates, type SecureContext } from 'node:tls';
 import { X509Certificate } from 'node:crypto';
 import { AgentError, errorCode, errorMessage } from './errors.js';
@@ -109,10 +110,11 @@ export function readCaBundle(path: string, key: string): string[] {
 
 /**
  * A TLS context that trusts these CAs as well as the ones Node trusts by default (its bundled
- * list and NODE_EXTRA_CA_CERTS): a `ca` option alone would replace them. Made once, as parsing
+ * list, NODE_EXTRA_CA_CERTS and the box's own store): a `ca` option alone would replace them. Made once, as parsing
  * some hundred certificates at every new connection would cost milliseconds each on a Pi.
  */
 export function contextTrusting(extra: readonly string[]): SecureContext {
+  trustSystemCaStore();
   const defaults = typeof getCACertificates === 'function' ? getCACertificates('default') : [...rootCertificates];
   return createSecureContext({ ca: [...defaults, ...extra] });
 }

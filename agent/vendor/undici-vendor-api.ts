@@ -1,5 +1,6 @@
 import type { SecureContext } from 'node:tls';
 import { UNTRUSTED_CHAIN_CODES } from '../platform/tls-files.js';
+import { trustSystemCaStore } from '../platform/system-trust.js';
 import { Agent, loadProxyAgent, request, type Dispatcher } from './undici-parts.js';
 import { basicAuthorization, urlCredentials, withoutCredentials } from '../platform/url-credentials.js';
 import { redactUrl } from '../config/redact.js';
@@ -94,6 +95,7 @@ export class UndiciVendorApi implements VendorApi {
    * CONNECT to 443 only).
    */
   private async pool(): Promise<Dispatcher> {
+    if (this.origin.protocol === 'https:' || this.opts.proxy?.startsWith('https:')) trustSystemCaStore();
     if (this.dispatcher) return this.dispatcher;
     this.proxied ??= loadProxyAgent().then(
       (ProxyAgent) =>
@@ -155,8 +157,8 @@ export class UndiciVendorApi implements VendorApi {
 
   private untrustedReason(): string {
     return this.opts.trust
-      ? `it is signed by none of the usual CAs nor by ${this.opts.trust.file} (vendor.ca): is that the CA of the site's inspecting proxy?`
-      : "where the site's network inspects TLS (a proxy presenting its own certificate), its CA goes in vendor.ca";
+      ? `it is signed by none of the usual CAs, the box's CA store, nor ${this.opts.trust.file} (vendor.ca): is that the CA of the site's inspecting proxy?`
+      : "where the site's network inspects TLS (a proxy presenting its own certificate), its CA goes in the box's CA store (update-ca-certificates) or in vendor.ca";
   }
 
   /** The proxy as it may be logged: host and port, any password masked. */

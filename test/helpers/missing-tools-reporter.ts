@@ -23,6 +23,7 @@ const HOW: Record<string, string> = {
   'a loop-mounted ext4 (root)': 'they run as root where a loop device can be mounted (a real ext4 the kernel makes read-only; e2fsprogs for mkfs.ext4 and e2fsck)',
   prlimit: 'install util-linux to run them (prlimit)',
   openssl: 'install openssl to run them (sudo apt install openssl)',
+  'update-ca-certificates': 'install ca-certificates to run them (sudo apt install ca-certificates: the box\'s CA store, where a site\'s IT puts its CA)',
 };
 
 /**

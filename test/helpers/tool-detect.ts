@@ -12,7 +12,7 @@ import { loopCardWorks } from './loop-card.js';
  * reporter counts into one line at the end of the run ("N tests skipped: install mosquitto to
  * run them"). Nothing fails for a missing tool.
  */
-export type Tool = 'mosquitto' | 'mosquitto 2.0.12 or later' | 'mosquitto with websockets' | 'tinyproxy' | 'microsocks' | 'squid' | 'squid with ssl-bump' | 'nginx' | 'mosquitto clients' | 'curl' | 'prometheus' | 'gpiod addon' | 'systemd' | 'python3' | 'chromium' | 'rabbitmq' | 'root' | 'a Node.js older than 22' | 'prlimit' | 'openssl' | 'a loop-mounted ext4 (root)';
+export type Tool = 'mosquitto' | 'mosquitto 2.0.12 or later' | 'mosquitto with websockets' | 'tinyproxy' | 'microsocks' | 'squid' | 'squid with ssl-bump' | 'nginx' | 'mosquitto clients' | 'curl' | 'prometheus' | 'gpiod addon' | 'systemd' | 'python3' | 'chromium' | 'rabbitmq' | 'root' | 'a Node.js older than 22' | 'prlimit' | 'openssl' | 'a loop-mounted ext4 (root)' | 'update-ca-certificates';
 
 const onPath = (cmd: string): boolean => spawnSync('sh', ['-c', `command -v ${cmd}`], { stdio: 'ignore' }).status === 0;
 
@@ -44,6 +44,8 @@ const detect: Record<Tool, () => boolean> = {
   root: () => process.getuid?.() === 0,
   prlimit: () => onPath('prlimit'),
   openssl: () => onPath('openssl'),
+  // Debian's ca-certificates, which makes the box's CA store (/etc/ssl/certs).
+  'update-ca-certificates': () => existsSync('/usr/sbin/update-ca-certificates') && onPath('openssl'),
   'a Node.js older than 22': () => oldNode() !== null,
   'a loop-mounted ext4 (root)': loopCardWorks,
 };

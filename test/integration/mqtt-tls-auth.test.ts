@@ -7,6 +7,9 @@ import { build } from '../../agent/build.js';
 import { MqttBroker } from '../../agent/mqtt/mqtt-broker.js';
 import { systemClock } from '../../agent/platform/clock.js';
 import { runCli } from '../helpers/cli.js';
+import { AgentProcess } from '../helpers/agent-process.js';
+import { boxCaStore } from '../helpers/ca-store.js';
+import { itWith } from '../helpers/tools.js';
 import { Simulator } from '../../agent/simulator/simulator.js';
 import { mosquittoPath } from '../helpers/broker.js';
 import { TEST_API_KEY, testConfig } from '../helpers/config.js';
@@ -165,6 +168,21 @@ describe.skipIf(!ready)('MQTT over TLS with a username and password', () => {
     expect(log.lines.filter((l) => l.msg === 'broker TLS files changed; connecting with the new ones')).toHaveLength(1);
     await broker.publish('renewed/state', 'online', { qos: 1 });
     await broker.end(1_000);
+  });
+
+  itWith('update-ca-certificates', "trusts the site CA from the box's own store (update-ca-certificates) without mqtt.ca: the built agent from the CLI connects", async () => {
+    const store = boxCaStore(join(dir, 'store'), join(dir, 'ca.pem'));
+    const config = join(dir, 'store.yaml');
+    writeFileSync(
+      config,
+      `site: {id: tls-store}\nvendor: {baseUrl: "${sim.url}", apiKey: ${TEST_API_KEY}}\nwebhook: {channelSecret: s}\nhttp: {host: 127.0.0.1, port: 0}\nmqtt: {url: "mqtts://127.0.0.1:${port}", username: site-agent, password: broker-pass-8642}\nstorage: {path: ${join(dir, 'store.db')}}\ngpio: {driver: sim, chairs: [{deviceId: MC7001, button: 17, led: 27}]}\n`,
+    );
+    const agent = AgentProcess.start(['run', '--config', config], store);
+    try {
+      await agent.waitForLog((l) => l.msg === 'connected to the broker', 'a TLS connection trusted through the box store');
+    } finally {
+      expect(await agent.signal('SIGTERM')).toBe(0);
+    }
   });
 
   it('refuses a broker certificate from an unknown CA', async () => {

@@ -7,6 +7,7 @@ import { afterAll, beforeAll, expect, it } from 'vitest';
 import { build } from '../../agent/build.js';
 import { Simulator } from '../../agent/simulator/simulator.js';
 import { AgentProcess } from '../helpers/agent-process.js';
+import { boxCaStore } from '../helpers/ca-store.js';
 import { startBroker } from '../helpers/broker.js';
 import { runCli } from '../helpers/cli.js';
 import { TEST_API_KEY, TEST_SECRET, testConfig } from '../helpers/config.js';
@@ -53,11 +54,11 @@ afterAll(async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-function config(name: string, vendor: string): string {
+function config(name: string, vendor: string, chair = 'MC7001'): string {
   const path = join(dir, `${name}.yaml`);
   writeFileSync(
     path,
-    `site: {id: inspected}\nvendor: {baseUrl: "https://localhost:${frontPort}", apiKey: ${TEST_API_KEY}, ${vendor}}\nwebhook: {channelSecret: ${TEST_SECRET}}\nhttp: {host: 127.0.0.1, port: 0}\nmqtt: {url: "mqtt://127.0.0.1:1"}\nstorage: {path: ${join(dir, `${name}.db`)}}\ngpio: {driver: sim, chairs: [{deviceId: MC7001, button: 17, led: 27}]}\n`,
+    `site: {id: inspected}\nvendor: {baseUrl: "https://localhost:${frontPort}", apiKey: ${TEST_API_KEY}, ${vendor}}\nwebhook: {channelSecret: ${TEST_SECRET}}\nhttp: {host: 127.0.0.1, port: 0}\nmqtt: {url: "mqtt://127.0.0.1:1"}\nstorage: {path: ${join(dir, `${name}.db`)}}\ngpio: {driver: sim, chairs: [{deviceId: ${chair}, button: 17, led: 27}]}\n`,
   );
   return path;
 }
@@ -95,6 +96,24 @@ describeWith('openssl', 'a vendor with a private CA, reached directly', () => {
     expect(vendorLine(both.stdout)).toMatch(/^ok {4}vendor API/);
   });
 });
+
+/**
+ * The built agent from the CLI with this config (and environment): doctor passes the vendor, the
+ * agent polls it, and a press on simulated GPIO starts a chair.
+ */
+async function startsAChair(path: string, env: Record<string, string> = {}): Promise<void> {
+  expect(vendorLine((await runCli(['doctor', '--config', path], env)).stdout)).toMatch(/^ok {4}vendor API .*2 chair\(s\) listed/);
+  const agent = AgentProcess.start(['run', '--config', path], env);
+  try {
+    const up = await agent.waitForLog((l) => l.msg === 'HTTP listener up', 'listening');
+    await agent.waitForLog((l) => l.msg === 'vendor API reachable', 'the vendor polled through the proxy');
+    const res = await fetch(`http://127.0.0.1:${String(up['port'])}/sim/gpio/17/press`, { method: 'POST' });
+    expect(res.status).toBe(200);
+    await agent.waitForLog((l) => l.msg === 'chair started', 'the start through the proxy');
+  } finally {
+    expect(await agent.signal('SIGTERM')).toBe(0);
+  }
+}
 
 /**
  * squid-openssl inspecting every tunnel, as a site's does: it ends the TLS and presents a
@@ -135,30 +154,20 @@ describeWith(['squid with ssl-bump', 'openssl'], "the vendor through the site's 
 
   it("without vendor.ca: doctor says the certificate is not trusted and where the site's CA goes", async () => {
     const r = await runCli(['doctor', '--config', config('untrusted', `proxy: "http://127.0.0.1:${squidPort}"`)]);
-    expect(vendorLine(r.stdout)).toMatch(/^FAIL {2}vendor API .*is not trusted \(SELF_SIGNED_CERT_IN_CHAIN\): where the site's network inspects TLS .*its CA goes in vendor\.ca/);
+    expect(vendorLine(r.stdout)).toMatch(/^FAIL {2}vendor API .*is not trusted \(SELF_SIGNED_CERT_IN_CHAIN\): where the site's network inspects TLS .*its CA goes in the box's CA store \(update-ca-certificates\) or in vendor\.ca/);
     expect(r.stdout).toContain(`hint: openssl s_client -connect localhost:${frontPort} -proxy 127.0.0.1:${squidPort} -showcerts`);
   });
 
   it('with a vendor.ca that is not the proxy\'s CA: doctor says the file was tried', async () => {
     const r = await runCli(['doctor', '--config', config('wrong-ca', `proxy: "http://127.0.0.1:${squidPort}", ca: ${join(dir, 'vendor-ca.pem')}`)]);
-    expect(vendorLine(r.stdout)).toContain(`signed by none of the usual CAs nor by ${join(dir, 'vendor-ca.pem')} (vendor.ca)`);
+    expect(vendorLine(r.stdout)).toContain(`signed by none of the usual CAs, the box's CA store, nor ${join(dir, 'vendor-ca.pem')} (vendor.ca)`);
   });
 
   it("with the site's CA in vendor.ca, the built agent from the CLI polls and starts a chair through the inspecting proxy", async () => {
     const path = config('trusted', `proxy: "http://127.0.0.1:${squidPort}", ca: ${join(dir, 'site-ca.pem')}`);
-    expect(vendorLine((await runCli(['doctor', '--config', path])).stdout)).toMatch(/^ok {4}vendor API .*2 chair\(s\) listed/);
-    const agent = AgentProcess.start(['run', '--config', path]);
-    try {
-      const up = await agent.waitForLog((l) => l.msg === 'HTTP listener up', 'listening');
-      await agent.waitForLog((l) => l.msg === 'vendor API reachable', 'the vendor polled through the proxy');
-      const res = await fetch(`http://127.0.0.1:${String(up['port'])}/sim/gpio/17/press`, { method: 'POST' });
-      expect(res.status).toBe(200);
-      await agent.waitForLog((l) => l.msg === 'chair started', 'the start through the proxy');
-      // squid ended the TLS, so it saw the control call itself.
-      await waitFor(() => (access().includes(`POST https://localhost:${frontPort}/api/chair/control`) ? true : undefined), "squid's log of the control call");
-    } finally {
-      expect(await agent.signal('SIGTERM')).toBe(0);
-    }
+    await startsAChair(path);
+    // squid ended the TLS, so it saw the control call itself.
+    await waitFor(() => (access().includes(`POST https://localhost:${frontPort}/api/chair/control`) ? true : undefined), "squid's log of the control call");
   });
 });
 
@@ -187,6 +196,30 @@ describeWith(['squid with ssl-bump', 'openssl'], 'answers the inspecting proxy m
     } finally {
       squid.child.kill();
     }
+  });
+});
+
+describeWith(['squid with ssl-bump', 'update-ca-certificates'], "the site's CA in the box's own store (update-ca-certificates), no vendor.ca", () => {
+  let squid: SiteProxy;
+  beforeAll(async () => {
+    squid = await startInspectingSquid('squid-store');
+  });
+  afterAll(() => void squid?.child.kill());
+
+  it('the built agent from the CLI trusts it: doctor passes, it polls and starts a chair through the inspecting proxy', async () => {
+    // The other chair: the vendor.ca case above started the first one, which still runs (the
+    // proxy above refused the start of this one).
+    const path = config('store', `proxy: "http://127.0.0.1:${squid.port}"`, 'MC7002');
+    const store = boxCaStore(join(dir, 'site-store'), join(dir, 'site-ca.pem'));
+    await startsAChair(path, store);
+  });
+
+  it("a store without the site's CA: still not trusted, and vendor.ca still adds to the store", async () => {
+    const other = boxCaStore(join(dir, 'other-store'), join(dir, 'vendor-ca.pem'));
+    const untrusted = await runCli(['doctor', '--config', config('store-other', `proxy: "http://127.0.0.1:${squid.port}", retries: 0`)], other);
+    expect(vendorLine(untrusted.stdout)).toMatch(/is not trusted \(SELF_SIGNED_CERT_IN_CHAIN\)/);
+    const both = await runCli(['doctor', '--config', config('store-both', `proxy: "http://127.0.0.1:${squid.port}", ca: ${join(dir, 'site-ca.pem')}`)], other);
+    expect(vendorLine(both.stdout)).toMatch(/^ok {4}vendor API/);
   });
 });
 
