@@ -9,11 +9,12 @@ exec > /dev/console 2>&1
 fail() { echo "SYSTEMD-TEST FAIL: $*"; journalctl -u chair-agent -o cat --no-pager | tail -20; systemctl poweroff -ff; exit 1; }
 ok() { echo "ok: $*"; }
 journal() { journalctl -u chair-agent -o cat --no-pager; }
-# The config the steps below run with; $1 is its webhook section, $2 its gpio section (sim by default).
+# The config the steps below run with; $1 is its webhook section, $2 its gpio section (sim by
+# default), $3 the vendor's URL (a closed port by default).
 write_config() {
   cat > /etc/chair-agent/config.yaml <<YAML
 site: {id: systemd-vm}
-vendor: {baseUrl: "http://127.0.0.1:9", apiKey: systemd-test-key-0001}
+vendor: {baseUrl: "${3:-http://127.0.0.1:9}", apiKey: systemd-test-key-0001}
 webhook: $1
 http: {host: 127.0.0.1, port: 8080}
 mqtt: {url: "mqtt://127.0.0.1:1883"}
@@ -174,6 +175,39 @@ JS
     sleep 0.2
   done
   ok "webhook.key in /etc/ssl/private (group ssl-cert): doctor failed it, then passed it once a drop-in gave the unit the group, and the service served it"
+
+  # 7b. The vendor over HTTPS under a CA the runtime does not carry (the site's inspecting proxy,
+  #     say), which the site's IT puts in the box's store the Debian way: the service, as its user
+  #     and in its sandbox, trusts it from /etc/ssl/certs after update-ca-certificates.
+  command -v update-ca-certificates > /dev/null || fail "no update-ca-certificates in this root (ca-certificates)"
+  /opt/chair-agent/bin/chair-agent simulate --port 9080 --api-key systemd-test-key-0001 > /tmp/simulate.log 2>&1 &
+  simulator=$!
+  /opt/chair-agent/runtime/bin/node -e '
+    const { readFileSync } = require("node:fs");
+    const { request } = require("node:http");
+    require("node:https").createServer({ cert: readFileSync("/test/webhook.crt"), key: readFileSync("/test/webhook.key") }, (req, res) => {
+      const up = request({ host: "127.0.0.1", port: 9080, path: req.url, method: req.method, headers: req.headers }, (r) => { res.writeHead(r.statusCode, r.headers); r.pipe(res); });
+      up.on("error", () => res.destroy());
+      req.pipe(up);
+    }).listen(9443, "127.0.0.1");' &
+  front=$!
+  write_config '{enabled: false}' '{driver: sim}' 'https://127.0.0.1:9443'
+  systemctl restart chair-agent || fail "the agent did not start with an https vendor: $(journal | tail -5)"
+  n=0
+  until journal | grep -q 'certificate presented for 127.0.0.1:9443 is not trusted'; do
+    n=$((n + 1)); [ $n -gt 300 ] && fail "the service did not say the vendor's certificate is not trusted: $(journal | tail -3)"
+    sleep 0.2
+  done
+  install -m 0644 /test/webhook.crt /usr/local/share/ca-certificates/site-ca.crt
+  update-ca-certificates > /tmp/update-ca.log 2>&1 || fail "update-ca-certificates: $(tail -3 /tmp/update-ca.log)"
+  systemctl restart chair-agent || fail "the agent did not restart: $(journal | tail -5)"
+  n=0
+  until [ "$(journal | grep -c 'vendor API reachable')" -ge 1 ]; do
+    n=$((n + 1)); [ $n -gt 300 ] && fail "the service did not reach the vendor under the CA in /etc/ssl/certs: $(journal | tail -3)"
+    sleep 0.2
+  done
+  kill "$front" "$simulator" 2>/dev/null
+  ok "vendor over HTTPS under a CA the runtime does not carry: not trusted; put in /usr/local/share/ca-certificates and update-ca-certificates run, the service reached it"
 else
   ok "webhook.cert: skipped (no openssl on the host to make a certificate)"
 fi
