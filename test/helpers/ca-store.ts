@@ -12,7 +12,8 @@ export function boxCaStore(dir: string, ca: string): Record<string, string> {
   writeFileSync(join(dir, 'ca-certificates.conf'), '');
   copyFileSync(ca, join(dir, 'local', 'site-ca.crt'));
   const args = ['--certsconf', join(dir, 'ca-certificates.conf'), '--certsdir', join(dir, 'share'), '--localcertsdir', join(dir, 'local'), '--etccertsdir', join(dir, 'etc'), '--hooksdir', join(dir, 'hooks')];
-  const r = spawnSync('update-ca-certificates', args, { encoding: 'utf8' });
-  if (!/1 added/.test(r.stdout ?? '')) throw new Error(`update-ca-certificates did not add ${ca}: ${r.stdout}${r.stderr}`);
+  // By its path: a user's PATH (the fresh roots' test user) has no /usr/sbin.
+  const r = spawnSync('/usr/sbin/update-ca-certificates', args, { encoding: 'utf8' });
+  if (!/1 added/.test(r.stdout ?? '')) throw new Error(`update-ca-certificates did not add ${ca}: ${r.error?.message ?? ''}${r.stdout ?? ''}${r.stderr ?? ''}`);
   return { SSL_CERT_FILE: join(dir, 'etc', 'ca-certificates.crt'), SSL_CERT_DIR: join(dir, 'etc') };
 }
