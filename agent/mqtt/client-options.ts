@@ -1,3 +1,4 @@
+import type { Logger } from '../platform/logger.js';
 import mqtt, { MqttClient, type IClientOptions } from 'mqtt';
 import { PacketStore } from './packet-store.js';
 import { openTunnel, tlsInTunnel, TunnelAgent, TunnelStream, type TunnelTls } from './proxy-tunnel.js';
@@ -73,8 +74,8 @@ export interface ClientSession {
  * The one way the agent and `doctor` make an mqtt.js client, so doctor connects as the agent does
  * (same endpoint reading, TLS files, protocol, packet limits). Reconnects are the caller's.
  */
-export function connectClient(e: BrokerEndpoint, s: ClientSession): MqttClient {
-  if ((/^(mqtts|wss):/.test(e.url) && !e.ca) || e.proxy?.startsWith('https:')) trustSystemCaStore();
+export function connectClient(e: BrokerEndpoint, s: ClientSession, logger?: Pick<Logger, 'warn'>): MqttClient {
+  if ((/^(mqtts|wss):/.test(e.url) && !e.ca) || e.proxy?.startsWith('https:')) trustSystemCaStore(logger);
   const options: IClientOptions = {
     ...endpointOptions(e),
     clientId: s.clientId,

@@ -141,7 +141,7 @@ export class MqttBroker extends EventEmitter<BrokerEvents> implements Broker {
     try {
       if (problems.length === 0) {
         const will = { ...o.will, retain: !this.retainless };
-        client = connectClient(o, { clientId: o.clientId, keepaliveSeconds: this.keepaliveNow ?? o.keepaliveSeconds, connectTimeoutMs: 10_000, will });
+        client = connectClient(o, { clientId: o.clientId, keepaliveSeconds: this.keepaliveNow ?? o.keepaliveSeconds, connectTimeoutMs: 10_000, will }, o.logger);
       }
     } catch (err) {
       problems.push(errorMessage(err));

@@ -1,3 +1,4 @@
+import type { Logger } from './logger.js';
 import { readFileSync, statSync } from 'node:fs';
 import { trustSystemCaStore } from './system-trust.js';
 import { createSecureContext, getCACertificates, rootCertificates, type SecureContext } from 'node:tls';
@@ -113,8 +114,8 @@ export function readCaBundle(path: string, key: string): string[] {
  * list, NODE_EXTRA_CA_CERTS and the box's own store): a `ca` option alone would replace them. Made once, as parsing
  * some hundred certificates at every new connection would cost milliseconds each on a Pi.
  */
-export function contextTrusting(extra: readonly string[]): SecureContext {
-  trustSystemCaStore();
+export function contextTrusting(extra: readonly string[], logger?: Pick<Logger, 'warn'>): SecureContext {
+  trustSystemCaStore(logger);
   const defaults = typeof getCACertificates === 'function' ? getCACertificates('default') : [...rootCertificates];
   return createSecureContext({ ca: [...defaults, ...extra] });
 }

@@ -1,6 +1,6 @@
 import type { SecureContext } from 'node:tls';
 import { UNTRUSTED_CHAIN_CODES } from '../platform/tls-files.js';
-import { trustSystemCaStore } from '../platform/system-trust.js';
+import { caStoreProblem, trustSystemCaStore } from '../platform/system-trust.js';
 import { Agent, loadProxyAgent, request, type Dispatcher } from './undici-parts.js';
 import { basicAuthorization, urlCredentials, withoutCredentials } from '../platform/url-credentials.js';
 import { redactUrl } from '../config/redact.js';
@@ -95,7 +95,7 @@ export class UndiciVendorApi implements VendorApi {
    * CONNECT to 443 only).
    */
   private async pool(): Promise<Dispatcher> {
-    if (this.origin.protocol === 'https:' || this.opts.proxy?.startsWith('https:')) trustSystemCaStore();
+    if (this.origin.protocol === 'https:' || this.opts.proxy?.startsWith('https:')) trustSystemCaStore(this.opts.logger);
     if (this.dispatcher) return this.dispatcher;
     this.proxied ??= loadProxyAgent().then(
       (ProxyAgent) =>
@@ -156,9 +156,11 @@ export class UndiciVendorApi implements VendorApi {
   }
 
   private untrustedReason(): string {
-    return this.opts.trust
+    // A site's CA that is in the store but cannot be read (a DER file renamed .crt) is the likely cause.
+    const store = caStoreProblem() ? "; the box's CA store holds what cannot be read (doctor names the file)" : '';
+    return (this.opts.trust
       ? `it is signed by none of the usual CAs, the box's CA store, nor ${this.opts.trust.file} (vendor.ca): is that the CA of the site's inspecting proxy?`
-      : "where the site's network inspects TLS (a proxy presenting its own certificate), its CA goes in the box's CA store (update-ca-certificates) or in vendor.ca";
+      : "where the site's network inspects TLS (a proxy presenting its own certificate), its CA goes in the box's CA store (update-ca-certificates) or in vendor.ca") + store;
   }
 
   /** The proxy as it may be logged: host and port, any password masked. */

@@ -37,7 +37,7 @@ export function vendorFromConfig(config: Config, clock: Clock, logger: Logger, m
 function vendorTrust(path: string | undefined, logger: Logger): { secureContext: SecureContext; file: string } | undefined {
   if (path === undefined) return undefined;
   try {
-    return { secureContext: contextTrusting(readCaBundle(path, 'vendor.ca')), file: path };
+    return { secureContext: contextTrusting(readCaBundle(path, 'vendor.ca'), logger), file: path };
   } catch (err) {
     logger.error({ code: errorCode(err) ?? 'TLS_FILES_INVALID', err: errorMessage(err) }, 'vendor.ca cannot be used: the vendor is reached with the usual CAs only');
     return undefined;

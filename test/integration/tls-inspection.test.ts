@@ -1,5 +1,5 @@
 import { spawnSync } from 'node:child_process';
-import { chmodSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import type { Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -33,7 +33,7 @@ beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), 'inspect-'));
   // squid, started as root, runs as its own user: its logs and certificate database are here.
   chmodSync(dir, 0o777);
-  sim = new Simulator({ apiKey: TEST_API_KEY, chairs: 2 });
+  sim = new Simulator({ apiKey: TEST_API_KEY, chairs: 3 });
   await sim.start();
   if (!has('openssl')) return;
   const ec = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes'];
@@ -90,7 +90,7 @@ describeWith('openssl', 'a vendor with a private CA, reached directly', () => {
     const bare = await runCli(['doctor', '--config', config('private-bare', 'retries: 0')]);
     expect(vendorLine(bare.stdout)).toMatch(/is not trusted \(UNABLE_TO_VERIFY_LEAF_SIGNATURE\)/);
     const trusted = await runCli(['doctor', '--config', config('private', `ca: ${join(dir, 'vendor-ca.pem')}`)]);
-    expect(vendorLine(trusted.stdout)).toMatch(/^ok {4}vendor API .*2 chair\(s\) listed/);
+    expect(vendorLine(trusted.stdout)).toMatch(/^ok {4}vendor API .*3 chair\(s\) listed/);
     // A CA in NODE_EXTRA_CA_CERTS is one of the usual ones: vendor.ca adds to it.
     const both = await runCli(['doctor', '--config', config('private-extra', `ca: ${join(dir, 'site-ca.pem')}`)], { NODE_EXTRA_CA_CERTS: join(dir, 'vendor-ca.pem') });
     expect(vendorLine(both.stdout)).toMatch(/^ok {4}vendor API/);
@@ -99,10 +99,10 @@ describeWith('openssl', 'a vendor with a private CA, reached directly', () => {
 
 /**
  * The built agent from the CLI with this config (and environment): doctor passes the vendor, the
- * agent polls it, and a press on simulated GPIO starts a chair.
+ * agent polls it, and a press on simulated GPIO starts a chair. Returns the agent's log lines.
  */
-async function startsAChair(path: string, env: Record<string, string> = {}): Promise<void> {
-  expect(vendorLine((await runCli(['doctor', '--config', path], env)).stdout)).toMatch(/^ok {4}vendor API .*2 chair\(s\) listed/);
+async function startsAChair(path: string, env: Record<string, string> = {}): Promise<readonly Record<string, unknown>[]> {
+  expect(vendorLine((await runCli(['doctor', '--config', path], env)).stdout)).toMatch(/^ok {4}vendor API .*3 chair\(s\) listed/);
   const agent = AgentProcess.start(['run', '--config', path], env);
   try {
     const up = await agent.waitForLog((l) => l.msg === 'HTTP listener up', 'listening');
@@ -113,6 +113,7 @@ async function startsAChair(path: string, env: Record<string, string> = {}): Pro
   } finally {
     expect(await agent.signal('SIGTERM')).toBe(0);
   }
+  return agent.lines;
 }
 
 /**
@@ -212,6 +213,43 @@ describeWith(['squid with ssl-bump', 'update-ca-certificates'], "the site's CA i
     const path = config('store', `proxy: "http://127.0.0.1:${squid.port}"`, 'MC7002');
     const store = boxCaStore(join(dir, 'site-store'), join(dir, 'site-ca.pem'));
     await startsAChair(path, store);
+  });
+
+  it('a certificate in the store that cannot be read does not take the site\'s CA with it: the agent trusts the rest, and says which file', async () => {
+    // A line lost when a branch office's CA was pasted from an e-mail. Debian's
+    // update-ca-certificates copies it into the bundle unread, before the site's CA (by name).
+    const pasted = readFileSync(join(dir, 'vendor-ca.pem'), 'utf8').split('\n');
+    pasted.splice(2, 1);
+    const store = boxCaStore(join(dir, 'broken-store'), join(dir, 'site-ca.pem'), { 'branch-office.crt': pasted.join('\n') });
+    const path = config('store-broken', `proxy: "http://127.0.0.1:${squid.port}"`, 'MC7003');
+    const doctor = await runCli(['doctor', '--config', path], store);
+    const broken = join(dir, 'broken-store', 'local', 'branch-office.crt');
+    expect(doctor.stdout).toContain(`FAIL  CA store    ${store['SSL_CERT_FILE']} holds 1 certificate(s) that cannot be read (from ${broken})`);
+    expect(doctor.stdout).toContain(`hint: ${broken} must hold PEM certificates only, or be removed; then sudo update-ca-certificates --fresh`);
+    const agent = await startsAChair(path, store);
+    const said = agent.filter((l) => typeof l.msg === 'string' && l.msg.startsWith("the box's CA store"));
+    expect(said).toHaveLength(1);
+    expect(said[0]).toMatchObject({ component: 'vendor', unreadable: 1, files: [broken] });
+  });
+
+  it("the site's CA exported from Windows as DER and renamed .crt: doctor says so and how to convert it, and once converted the agent trusts it", async () => {
+    const der = join(dir, 'der-store', 'site-ca.der');
+    mkdirSync(join(dir, 'der-store'), { recursive: true });
+    openssl(['x509', '-in', 'site-ca.pem', '-outform', 'DER', '-out', der]);
+    // In the store as the site's IT put it: the DER file as site-ca.crt, and no PEM of it.
+    const store = boxCaStore(join(dir, 'der-store'), der);
+    const path = config('store-der', `proxy: "http://127.0.0.1:${squid.port}", retries: 0`);
+    const doctor = await runCli(['doctor', '--config', path], store);
+    const file = join(dir, 'der-store', 'local', 'site-ca.crt');
+    expect(vendorLine(doctor.stdout)).toMatch(/is not trusted \(SELF_SIGNED_CERT_IN_CHAIN\): .*; the box's CA store holds what cannot be read \(doctor names the file\)$/);
+    expect(doctor.stdout).toContain(`FAIL  CA store    ${store['SSL_CERT_FILE']} holds a file that is not PEM text (a DER certificate?) (from ${file})`);
+    expect(doctor.stdout).toContain(`a DER one converts with sudo openssl x509 -inform der -in ${file} -out /tmp/ca.crt`);
+    // Converted as the hint says, and the store made again.
+    openssl(['x509', '-inform', 'der', '-in', file, '-out', join(dir, 'der-store', 'converted.crt')]);
+    const fixed = boxCaStore(join(dir, 'der-fixed'), join(dir, 'der-store', 'converted.crt'));
+    const again = await runCli(['doctor', '--config', path], fixed);
+    expect(vendorLine(again.stdout)).toMatch(/^ok {4}vendor API/);
+    expect(again.stdout).not.toContain('CA store');
   });
 
   it("a store without the site's CA: still not trusted, and vendor.ca still adds to the store", async () => {

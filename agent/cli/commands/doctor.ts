@@ -7,6 +7,7 @@ import { brokerAddress, connectClient } from '../../mqtt/client-options.js';
 import { brokerErrorText } from '../../mqtt/proxy-tunnel.js';
 import { IDENTIFIER_FIX, isKeepaliveSuspect, keepaliveFix, shorterKeepalive } from '../../mqtt/keepalive-refusal.js';
 import { buttonBias } from '../../gpio/gpio-from-config.js';
+import { caStoreProblem, caStoreDetail } from '../../platform/system-trust.js';
 import { vendorFromConfig } from '../../vendor/vendor-from-config.js';
 import { systemClock } from '../../platform/clock.js';
 import { redactUrl } from '../../config/redact.js';
@@ -50,6 +51,19 @@ export interface DoctorOptions {
   bootConfigs?: readonly string[];
   /** Who the service runs as (null: no such account here); by default, as its unit says. */
   service?: ServiceIdentity | null;
+}
+
+/**
+ * The box's CA store, when the vendor's or the broker's TLS read it: a certificate in it that
+ * OpenSSL cannot read is left out by the agent, but curl and Python on the box refuse the whole file.
+ */
+function caStoreCheck(): CheckLine[] {
+  const problem = caStoreProblem();
+  if (!problem) return [];
+  const file = problem.files.length === 1 ? (problem.files[0] as string) : '<the file>';
+  const named = problem.files.length > 0 ? problem.files.join(', ') : 'each .crt in /usr/local/share/ca-certificates';
+  const convert = problem.notPem ? `; a DER one converts with sudo openssl x509 -inform der -in ${file} -out /tmp/ca.crt && sudo mv /tmp/ca.crt ${file}` : '';
+  return [{ name: 'CA store', ok: false, detail: caStoreDetail(problem), hint: `${named} must hold PEM certificates only, or be removed${convert}; then sudo update-ca-certificates --fresh` }];
 }
 
 function databaseCheck(config: Config, service: ServiceIdentity | null): CheckLine {
@@ -554,7 +568,7 @@ export async function runDoctor(config: Config, path: string, options: DoctorOpt
   lines.push(databaseCheck(config, service));
   const agentWasOn = await agentOnBroker(config);
   const [vendor, broker] = await Promise.all([vendorChecks(config), brokerCheck(config, options.brokerTimeoutMs ?? 5_000, config.mqtt.keepaliveSeconds, agentWasOn)]);
-  lines.push(...vendor, ...broker);
+  lines.push(...vendor, ...broker, ...caStoreCheck());
   lines.push(...(await gpioDoctorLines(config, { ...options, service })));
   return lines;
 }
