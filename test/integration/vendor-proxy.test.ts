@@ -66,6 +66,32 @@ describeWith(['tinyproxy', 'openssl'], 'the vendor through the site\'s HTTP prox
     expect(check.stdout).toContain(`proxy: http://127.0.0.1:${open.port} (env HTTPS_PROXY)`);
   });
 
+  it("a proxy only this shell has (/etc/environment, through sudo): doctor and check go the service's way and say so; the service's own is the one doctor goes through", async () => {
+    // A systemctl that says what systemd gives the service (the booted-systemd check, step 7c,
+    // meets the real one): first nothing, then a drop-in's proxy.
+    const bin = mkdtempSync(join(dir, 'bin-'));
+    const service = (environment: string): Record<string, string> => {
+      writeFileSync(join(bin, 'systemctl'), `#!/bin/sh\n[ "$1" = show-environment ] && { echo PATH=/usr/bin; exit 0; }\nprintf 'LoadState=loaded\\nEnvironment=${environment}\\n'\n`, { mode: 0o755 });
+      return { PATH: `${bin}:${process.env['PATH'] ?? ''}`, NODE_EXTRA_CA_CERTS: join(dir, 'ca.pem') };
+    };
+    const path = config('service-env', `baseUrl: "https://127.0.0.1:${frontPort}"`);
+    const tunnels = (): number => open.log().split(`CONNECT 127.0.0.1:${frontPort}`).length - 1;
+    const shell = `http://127.0.0.1:${open.port}`;
+    const before = tunnels();
+    const direct = await runCli(['doctor', '--config', path], { ...service(''), https_proxy: shell });
+    expect(direct.stdout).toContain(`ok    proxy       this shell's https_proxy (${shell}) is not the service's: systemd gives a service no login environment`);
+    expect(direct.stdout).toContain(`hint: to give it to the service: sudo systemctl edit chair-agent, then [Service] and Environment=HTTPS_PROXY=${shell}`);
+    expect(vendorLine(direct.stdout)).toMatch(/^ok {4}vendor API/);
+    const check = await runCli(['check', '--config', path], { ...service(''), https_proxy: shell });
+    expect(check.stdout).toContain(`# as the service reads it: this shell's https_proxy (${shell}) is not in the environment systemd gives the service`);
+    expect(check.stdout).not.toContain('proxy: http');
+    expect(tunnels()).toBe(before);
+    const through = await runCli(['doctor', '--config', path], service(`HTTPS_PROXY=${shell}`));
+    expect(through.stdout).toContain(`ok    proxy       the vendor checked through the service's HTTPS_PROXY (${shell}`);
+    expect(vendorLine(through.stdout)).toMatch(/^ok {4}vendor API/);
+    await waitFor(() => (tunnels() > before ? true : undefined), () => `the CONNECT in tinyproxy's log:\n${open.log()}`);
+  });
+
   it('NO_PROXY takes the vendor off the proxy', async () => {
     const path = config('noproxy', `baseUrl: "https://127.0.0.1:${frontPort}"`);
     // A proxy nothing listens on: only a direct connection can list the chairs.

@@ -211,6 +211,48 @@ JS
 else
   ok "webhook.cert: skipped (no openssl on the host to make a certificate)"
 fi
+# 7c. A proxy the site's IT set for the box in /etc/environment, for apt and curl: a login shell
+#     (and sudo, through pam_env) has it, the service does not, so doctor checks the vendor as the
+#     service reaches it, and says so. The service's own proxy, from a drop-in's Environment=, an
+#     EnvironmentFile= or the manager's environment, is the one doctor checks through.
+/opt/chair-agent/bin/chair-agent simulate --port 9080 --api-key systemd-test-key-0001 > /tmp/simulate-proxy.log 2>&1 &
+simulator=$!
+write_config '{enabled: false}' '{driver: sim}' 'http://127.0.0.1:9080'
+doctor_proxy() { env "$@" /opt/chair-agent/bin/chair-agent doctor 2>&1 | grep -A1 -E '^(ok|FAIL) +(proxy|vendor API) '; }
+n=0
+until doctor_proxy | grep -q '^ok    vendor API'; do
+  n=$((n + 1)); [ $n -gt 50 ] && fail "doctor did not reach the simulator: $(doctor_proxy)"
+  sleep 0.2
+done
+doctor_proxy | grep -qE '^(ok|FAIL) +proxy ' && fail "doctor spoke of a proxy where there is none: $(doctor_proxy)"
+shell=$(doctor_proxy http_proxy=http://127.0.0.1:9)
+echo "$shell" | grep -q "^ok    proxy .*this shell's http_proxy (http://127.0.0.1:9) is not the service's: systemd gives a service no login environment" || fail "doctor did not say the shell's proxy is not the service's: $shell"
+echo "$shell" | grep -q '^ok    vendor API' || fail "doctor did not check the vendor as the service reaches it (directly): $shell"
+env http_proxy=http://127.0.0.1:9 /opt/chair-agent/bin/chair-agent check > /tmp/check-proxy.txt 2>&1
+grep -q "^# as the service reads it: this shell's http_proxy (http://127.0.0.1:9) is not in the environment systemd gives the service" /tmp/check-proxy.txt || fail "check did not say the shell's proxy is not the service's: $(head -3 /tmp/check-proxy.txt)"
+grep -q '^  proxy:' /tmp/check-proxy.txt && fail "check showed the shell's proxy as the service's: $(grep proxy /tmp/check-proxy.txt)"
+mkdir -p /etc/systemd/system/chair-agent.service.d
+printf '[Service]\nEnvironment="HTTP_PROXY=http://127.0.0.1:9" "SITE_NOTE=proxy for apt and curl"\n' > /etc/systemd/system/chair-agent.service.d/proxy.conf
+systemctl daemon-reload
+unit=$(doctor_proxy)
+echo "$unit" | grep -q "^ok    proxy .*the vendor checked through the service's HTTP_PROXY (http://127.0.0.1:9, from the environment systemd gives it); this shell has none" || fail "doctor did not take the drop-in's proxy ($(systemctl show chair-agent -p Environment)): $unit"
+echo "$unit" | grep -q '^FAIL  vendor API' || fail "doctor did not check the vendor through the service's proxy: $unit"
+# An EnvironmentFile= wins over Environment=: /etc/environment given to the service, as sites do.
+printf '# set by the site\nHTTP_PROXY="http://127.0.0.1:7"\n' > /etc/environment
+printf '[Service]\nEnvironmentFile=-/etc/environment\n' > /etc/systemd/system/chair-agent.service.d/environment.conf
+systemctl daemon-reload
+file=$(doctor_proxy HTTP_PROXY=http://127.0.0.1:7)
+echo "$file" | grep -qE '^(ok|FAIL) +proxy ' && fail "doctor spoke of a proxy that the shell and the service share: $file"
+file=$(doctor_proxy)
+echo "$file" | grep -q "the service's HTTP_PROXY (http://127.0.0.1:7, from the environment systemd gives it)" || fail "doctor did not read the unit's EnvironmentFile=: $file"
+rm /etc/systemd/system/chair-agent.service.d/proxy.conf /etc/systemd/system/chair-agent.service.d/environment.conf /etc/environment
+systemctl daemon-reload
+systemctl set-environment HTTP_PROXY=http://127.0.0.1:6
+manager=$(doctor_proxy)
+systemctl unset-environment HTTP_PROXY
+echo "$manager" | grep -q "the service's HTTP_PROXY (http://127.0.0.1:6, from the environment systemd gives it)" || fail "doctor did not read the manager's environment ($(systemctl show-environment | grep -i proxy)): $manager"
+kill "$simulator" 2>/dev/null
+ok "a proxy in this shell's environment only: doctor and check said the service does not get it, doctor checked directly; the service's from a drop-in, an EnvironmentFile= and the manager's environment: doctor checked through it"
 # 8. The database on a disk of its own, mounted at /data (the SD card's sake). root writes there,
 #    the service does not (ProtectSystem=strict): doctor says so, before the service would fail
 #    at every start. With the drop-in doctor names and /data the service's, it starts and stores.

@@ -8,6 +8,7 @@ import { brokerErrorText } from '../../mqtt/proxy-tunnel.js';
 import { IDENTIFIER_FIX, isKeepaliveSuspect, keepaliveFix, shorterKeepalive } from '../../mqtt/keepalive-refusal.js';
 import { buttonBias } from '../../gpio/gpio-from-config.js';
 import { caStoreProblem, caStoreDetail } from '../../platform/system-trust.js';
+import { loadAsService, proxyLine, type ProxyDifference } from './service-proxy.js';
 import { vendorFromConfig } from '../../vendor/vendor-from-config.js';
 import { systemClock } from '../../platform/clock.js';
 import { redactUrl } from '../../config/redact.js';
@@ -30,7 +31,7 @@ import { Outbox } from '../../store/outbox.js';
 import { isVendorError } from '../../vendor/errors.js';
 import type { ParsedArgs } from '../args.js';
 import { EXIT_CONFIG, EXIT_FAILURE, EXIT_OK, type CommandContext } from '../context.js';
-import { configPath, loadForCommand } from '../load-config.js';
+import { configPath } from '../load-config.js';
 import { secretValues } from '../secrets.js';
 import { locationFilter } from '../../core/location.js';
 
@@ -51,6 +52,8 @@ export interface DoctorOptions {
   bootConfigs?: readonly string[];
   /** Who the service runs as (null: no such account here); by default, as its unit says. */
   service?: ServiceIdentity | null;
+  /** This shell's proxy for the vendor and the service's, where they differ (the config was read with the service's). */
+  proxy?: ProxyDifference;
 }
 
 /**
@@ -568,6 +571,7 @@ export async function runDoctor(config: Config, path: string, options: DoctorOpt
   lines.push(databaseCheck(config, service));
   const agentWasOn = await agentOnBroker(config);
   const [vendor, broker] = await Promise.all([vendorChecks(config), brokerCheck(config, options.brokerTimeoutMs ?? 5_000, config.mqtt.keepaliveSeconds, agentWasOn)]);
+  if (options.proxy) lines.push(proxyLine(options.proxy, vendor[0]?.ok ?? false));
   lines.push(...vendor, ...broker, ...caStoreCheck());
   lines.push(...(await gpioDoctorLines(config, { ...options, service })));
   return lines;
@@ -579,12 +583,15 @@ export function formatCheck(line: CheckLine): string {
 
 export async function doctorCommand(args: ParsedArgs, ctx: CommandContext): Promise<number> {
   const path = configPath(args.config, ctx.env);
-  const loaded = await loadForCommand(args.config, ctx, args.verb);
-  if (!loaded) {
+  // The vendor is checked through the proxy the service takes from its environment, not this
+  // shell's (service-proxy.ts).
+  const read = await loadAsService(args, ctx);
+  if (!read) {
     ctx.stdout(`${formatCheck({ name: 'config', ok: false, detail: `${path} is not valid (the problems are above)`, hint: 'fix them; chair-agent check --config FILE shows the result' })}\n`);
     return EXIT_CONFIG;
   }
-  const lines = await runDoctor(loaded.config, path);
+  const { loaded, proxy } = read;
+  const lines = await runDoctor(loaded.config, path, proxy ? { proxy } : {});
   // Whatever a library put in a message, no secret leaves here.
   const secrets = secretValues(loaded.config).filter((s) => s.length >= 4);
   const text = lines.map(formatCheck).join('\n');
