@@ -14,12 +14,15 @@ function expect(ok, what, detail = '') {
   if (!ok) throw new Failed(`${what}${detail ? `\n${detail}` : ''}`);
   say(`ok: ${what}`);
 }
-async function waitFor(check, what, ms = 20_000) {
+// Each wait ends on the event it waits for; the time limit only bounds a failure. It is a minute
+// and a half because CI boots two guests under TCG side by side on two cores, where an agent
+// start that takes seconds alone did not finish in 20 s. `detail` is what a failure prints.
+async function waitFor(check, what, ms = 90_000, detail = () => '') {
   const end = Date.now() + ms;
   for (;;) {
     const v = await check();
     if (v) return v;
-    if (Date.now() > end) throw new Failed(`timed out waiting for ${what}`);
+    if (Date.now() > end) throw new Failed(`timed out waiting for ${what}${detail() ? `\n${detail()}` : ''}`);
     await sleep(20);
   }
 }
@@ -95,7 +98,7 @@ async function main() {
   pull(17, 'pull-down');
   await sleep(250);
   pull(17, 'pull-up');
-  await waitFor(() => /button \(BCM 17\): released, held/.test(list.output()), 'the press and its release printed');
+  await waitFor(() => /button \(BCM 17\): released, held/.test(list.output()), 'the press and its release printed', 90_000, list.output);
   const release = list.output().split('\n').find((l) => l.includes('released, held'));
   expect(pressedLines().length === 1, `a held press is one press: ${release?.trim()}`, list.output());
 
@@ -125,8 +128,8 @@ async function main() {
   const sim = daemon(['simulate', '--port', '8090', '--api-key', 'kernel-test-key-0001', '--chairs', '2', '--minute-seconds', '2']);
   await waitFor(() => portOpen(8090), 'the vendor simulator');
   const agent = daemon(['run', '--config', '/tmp/config.yaml']);
-  await waitFor(() => portOpen(8080), 'the agent listening');
-  await waitFor(() => level(27) === 1, "MC7001's LED steady on (available)");
+  await waitFor(() => portOpen(8080), 'the agent listening', 90_000, agent.output);
+  await waitFor(() => level(27) === 1, "MC7001's LED steady on (available)", 90_000, agent.output);
   expect(true, "the agent drives MC7001's LED on the real line: steady on while the chair is available");
   const controls = async () => (await (await fetch('http://127.0.0.1:8090/sim/state')).json()).requests?.control ?? 0;
   const before = await controls();
@@ -161,7 +164,7 @@ async function main() {
   writeFileSync('/tmp/card.yaml', readFileSync('/tmp/config.yaml', 'utf8').replace('/var/lib/chair-agent/agent.db', '/card/agent.db'));
   const database = async () => (await (await fetch('http://127.0.0.1:8080/healthz')).json()).checks.database;
   let onCard = daemon(['run', '--config', '/tmp/card.yaml']);
-  await waitFor(() => portOpen(8080), 'the agent with its database on the card');
+  await waitFor(() => portOpen(8080), 'the agent with its database on the card', 90_000, onCard.output);
   await waitFor(async () => (await database()).ok, 'the database on the card writable');
   const cardMount = () => readFileSync('/proc/self/mountinfo', 'utf8').split('\n').find((l) => l.split(' ')[4] === '/card') ?? '';
   const loop = cardMount().split(' - ')[1]?.split(' ')[1]?.replace('/dev/', '');
@@ -178,7 +181,7 @@ async function main() {
   onCard.child.kill('SIGTERM');
   await onCard.exited;
   onCard = daemon(['run', '--config', '/tmp/card.yaml']);
-  await waitFor(() => portOpen(8080), 'the agent restarted on the failed card');
+  await waitFor(() => portOpen(8080), 'the agent restarted on the failed card', 90_000, onCard.output);
   const again = await database();
   expect(!again.ok && said.test(again.detail), `restarted on the failed card, the agent runs and says: ${again.detail}`, onCard.output());
   await waitFor(() => level(27) === 1, "MC7001's LED steady on with the card failed");
