@@ -26,7 +26,9 @@ import mqtt from 'mqtt';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const PKG = join(ROOT, 'dist', 'pkg');
-const CACHE = join(PKG, 'cache');
+// The debootstrapped roots, kept between runs: a clean clone's dist/ has none, so CI keeps them
+// with its other roots (PKG_CHECK_CACHE), where they cost the two debootstraps once.
+const CACHE = process.env.PKG_CHECK_CACHE || join(PKG, 'cache');
 const VERSION = JSON.parse(readFileSync(join(ROOT, 'dist', 'agent', 'build-info.json'), 'utf8')).version;
 const MAIN = join(ROOT, 'dist', 'agent', 'main.js');
 const QEMU = ['qemu-aarch64-static', '-L', '/usr/aarch64-linux-gnu'];
@@ -259,13 +261,14 @@ async function checkArm64() {
   rmSync(dir, { recursive: true, force: true });
 }
 
-/** A pristine Debian minbase root (bookworm: 12, trixie: 13), built once by debootstrap and kept as a tarball. */
+/** A pristine Debian minbase root (bookworm: 12, trixie: 13), built by debootstrap and kept a day as a tarball. */
 function debianRoot(suite = 'bookworm') {
   const tarball = join(CACHE, `rootfs-${suite}-amd64.tar`);
-  if (!existsSync(tarball)) {
+  // Older than a day, it is made again: its package lists would be stale against the mirror.
+  if (!existsSync(tarball) || Date.now() - statSync(tarball).mtimeMs > 86_400_000) {
     if (sh('sh', ['-c', 'command -v debootstrap']).code !== 0) throw new CheckFailed('debootstrap is missing (apt install debootstrap)');
     const build = mkdtempSync(join(tmpdir(), 'pkgcheck-debootstrap-'));
-    say(`debootstrap --variant=minbase ${suite} (once; cached in dist/pkg/cache)`);
+    say(`debootstrap --variant=minbase ${suite} (kept a day in ${CACHE})`);
     const r = sh('debootstrap', ['--variant=minbase', suite, build, 'http://deb.debian.org/debian']);
     if (r.code !== 0) throw new CheckFailed(`debootstrap failed:\n${r.out.slice(-2000)}`);
     mkdirSync(CACHE, { recursive: true });
