@@ -4,7 +4,7 @@
 // there is no compiler; the demo, the tests and gpio.driver sim do not need them).
 // Run on the project's runtime (sh scripts/node scripts/build.mjs).
 import { spawnSync } from 'node:child_process';
-import { chmodSync, writeFileSync } from 'node:fs';
+import { chmodSync, renameSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -22,5 +22,9 @@ step([require.resolve('typescript/bin/tsc'), '-p', 'tsconfig.build.json']);
 step([join(ROOT, 'scripts', 'bundle.mjs')]);
 chmodSync(join(ROOT, 'dist', 'agent', 'main.js'), 0o755);
 // What `chair-agent --version` and bridge/info print: this build, not only package.json's release.
-writeFileSync(join(ROOT, 'dist', 'agent', 'build-info.json'), `${JSON.stringify({ version: buildVersion(ROOT) })}\n`);
+// Written whole, then renamed: the kernel test and package:check read it while CI builds again
+// beside them, and must never see it half written.
+const buildInfo = join(ROOT, 'dist', 'agent', 'build-info.json');
+writeFileSync(`${buildInfo}.tmp`, `${JSON.stringify({ version: buildVersion(ROOT) })}\n`);
+renameSync(`${buildInfo}.tmp`, buildInfo);
 step([join(ROOT, 'scripts', 'native-deps.mjs'), '--quiet']);
