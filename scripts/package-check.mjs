@@ -6,7 +6,7 @@
 //         `check` on a config, then `run` against the vendor simulator with simulated GPIO,
 //         publishing chair states to a real Mosquitto; a signed webhook stored in SQLite and
 //         delivered over MQTT; a button press that starts a chair; SIGTERM.
-//  deb    The amd64 .deb in Debian 12 and 13 chroots (debootstrap, cached): apt install, secrets set,
+//  deb    The amd64 .deb in Debian 12 and 13 chroots (mmdebstrap, cached): apt install, secrets set,
 //         check as root and as a user who may not, doctor, the agent run as the service user,
 //         an upgrade that keeps config, credentials and the database, remove, purge; the arm64
 //         .deb refused on amd64.
@@ -14,7 +14,7 @@
 //         upgrades from stable only.
 //
 // `npm run package:check -- arm64` or `-- deb` runs one part. Needs qemu-user-static,
-// libc6-arm64-cross, mosquitto, and for the deb part root and debootstrap.
+// libc6-arm64-cross, mosquitto, and for the deb part root and mmdebstrap.
 import { spawn, spawnSync } from 'node:child_process';
 import { createHmac } from 'node:crypto';
 import { chmodSync, cpSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
@@ -26,8 +26,8 @@ import mqtt from 'mqtt';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const PKG = join(ROOT, 'dist', 'pkg');
-// The debootstrapped roots, kept between runs: a clean clone's dist/ has none, so CI keeps them
-// with its other roots (PKG_CHECK_CACHE), where they cost the two debootstraps once.
+// The Debian roots, kept between runs: a clean clone's dist/ has none, so CI keeps them with its
+// other roots (PKG_CHECK_CACHE), where they are made once a day.
 const CACHE = process.env.PKG_CHECK_CACHE || join(PKG, 'cache');
 const VERSION = JSON.parse(readFileSync(join(ROOT, 'dist', 'agent', 'build-info.json'), 'utf8')).version;
 const MAIN = join(ROOT, 'dist', 'agent', 'main.js');
@@ -261,16 +261,19 @@ async function checkArm64() {
   rmSync(dir, { recursive: true, force: true });
 }
 
-/** A pristine Debian minbase root (bookworm: 12, trixie: 13), built by debootstrap and kept a day as a tarball. */
+/**
+ * A pristine Debian minbase root (bookworm: 12, trixie: 13) with its updates and security updates,
+ * as a box installed today has it, made by scripts/debian-root.sh and kept a day as a tarball.
+ */
 function debianRoot(suite = 'bookworm') {
   const tarball = join(CACHE, `rootfs-${suite}-amd64.tar`);
   // Older than a day, it is made again: its package lists would be stale against the mirror.
   if (!existsSync(tarball) || Date.now() - statSync(tarball).mtimeMs > 86_400_000) {
-    if (sh('sh', ['-c', 'command -v debootstrap']).code !== 0) throw new CheckFailed('debootstrap is missing (apt install debootstrap)');
-    const build = mkdtempSync(join(tmpdir(), 'pkgcheck-debootstrap-'));
-    say(`debootstrap --variant=minbase ${suite} (kept a day in ${CACHE})`);
-    const r = sh('debootstrap', ['--variant=minbase', suite, build, 'http://deb.debian.org/debian']);
-    if (r.code !== 0) throw new CheckFailed(`debootstrap failed:\n${r.out.slice(-2000)}`);
+    if (sh('sh', ['-c', 'command -v mmdebstrap']).code !== 0) throw new CheckFailed('mmdebstrap is missing (apt install mmdebstrap)');
+    const build = mkdtempSync(join(tmpdir(), 'pkgcheck-root-'));
+    say(`a Debian ${suite} minbase root with its updates (kept a day in ${CACHE})`);
+    const r = sh('bash', [join(ROOT, 'scripts', 'debian-root.sh'), suite, 'amd64', build]);
+    if (r.code !== 0) throw new CheckFailed(`scripts/debian-root.sh failed:\n${r.out.slice(-2000)}`);
     mkdirSync(CACHE, { recursive: true });
     sh('tar', ['-cf', tarball, '-C', build, '.']);
     rmSync(build, { recursive: true, force: true });
