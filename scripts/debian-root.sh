@@ -4,6 +4,9 @@
 #
 #   scripts/debian-root.sh SUITE ARCH DIR [PACKAGE...]      (as root; DIR must not exist or be empty)
 #
+# ARCH may be a list, the root's own CPU first: amd64,arm64 is an amd64 root whose apt also has
+# arm64's packages (the kernel test's cross build of an arm64 module).
+#
 # Used for the roots the kernel test boots (scripts/kernel-test.mjs) and CI's fresh machines
 # (.ci/fresh-machine). mmdebstrap rather than debootstrap: it resolves and fetches everything with
 # apt on the host and installs it in one dpkg run, where debootstrap installs the base first, then
@@ -28,7 +31,7 @@ security="${DEBIAN_SECURITY_MIRROR:-http://deb.debian.org/debian-security}"
 
 command -v mmdebstrap >/dev/null || { echo "debian-root: mmdebstrap is missing (apt install mmdebstrap)" >&2; exit 1; }
 # mmdebstrap checks a foreign CPU's binaries run (through binfmt_misc) with arch-test.
-if [ "$arch" != "$(dpkg --print-architecture)" ] && ! command -v arch-test >/dev/null; then
+if [ "${arch%%,*}" != "$(dpkg --print-architecture)" ] && ! command -v arch-test >/dev/null; then
   echo "debian-root: arch-test is missing (apt install arch-test)" >&2
   exit 1
 fi

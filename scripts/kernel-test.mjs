@@ -15,15 +15,18 @@
 // arm64 roots and the arm64 package. There the addon the Pi runs drives a real kernel's lines, and
 // the unit's system call filter is arm64's. Its roots are made with qemu user emulation
 // (qemu-user-static, registered with binfmt_misc here if it is not yet). Boots can be named after
-// the CPU (`-- arm64 gpio bookworm`): gpio, trixie and bookworm, all three by default.
+// the CPU (`-- arm64 gpio bookworm`): gpio, trixie and bookworm, all three by default. On arm64
+// the GPIO boot runs on the Debian 12 root: Raspberry Pi OS Bookworm's userland, most site boxes'.
 //
 // Debian's kernels (12 and 13) are built without gpio-sim and without the IRQ simulator it needs,
 // so both are built here as one out-of-tree module, from Debian 13's own linux-source, with its
-// own compiler and headers, in a Debian root made by mmdebstrap (scripts/debian-root.sh; cached in
-// dist/kernel-test, or in CHAIR_AGENT_KERNEL_TEST_CACHE; brought up to date when older than a day).
+// own compiler (for arm64, its cross compiler) and headers, in an amd64 Debian root made by
+// mmdebstrap (scripts/debian-root.sh; cached in dist/kernel-test, or in
+// CHAIR_AGENT_KERNEL_TEST_CACHE; brought up to date when older than a day).
 // Needs root, mmdebstrap (and arch-test for arm64), qemu-system-x86 (qemu-system-arm for arm64),
-// cpio, e2fsprogs and Debian's mirror the first time; about 2 minutes after. On arm64 the roots
-// take about 8 minutes the first time, and each systemd boot about 4 under TCG.
+// cpio, e2fsprogs and Debian's mirror the first time; about 2 minutes after. On arm64 each boot's
+// root takes about 4 minutes the first time (under user emulation), and each systemd boot about 4
+// under TCG.
 import { spawnSync } from 'node:child_process';
 import { chmodSync, closeSync, cpSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { basename, dirname, join, relative, resolve } from 'node:path';
@@ -45,10 +48,18 @@ const MACHINES = {
 const MACHINE = MACHINES[ARCH];
 const CACHE = process.env.CHAIR_AGENT_KERNEL_TEST_CACHE ?? join(ROOT, 'dist', 'kernel-test');
 const FOREIGN = ARCH !== 'amd64';
-const BUILD_ROOT = join(CACHE, FOREIGN ? `trixie-${ARCH}` : 'trixie');
+// Where gpio-sim is built: Debian 13 amd64, and for a foreign CPU with Debian's cross compiler
+// for it. The arm64 module built there is byte for byte the one built natively in an arm64 root
+// under user emulation, which took 3 minutes and its root 9 to make, against seconds.
+const BUILD_ROOT = join(CACHE, FOREIGN ? `trixie-cross-${ARCH}` : 'trixie');
+// Debian 13's userland booted (systemd 257): the build root itself on amd64.
+const TRIXIE_ROOT = join(CACHE, FOREIGN ? `trixie-${ARCH}` : 'trixie');
 // Debian 12's userland (systemd 252, udev 252) on the same kernel: what Raspberry Pi OS Bookworm,
 // the OS most site boxes run, gives the package's unit. No compiler: it only boots.
 const BOOKWORM_ROOT = join(CACHE, FOREIGN ? `bookworm-${ARCH}` : 'bookworm');
+// The GPIO boot's userland: on arm64 Debian 12's, as on most Pis at sites (and with it CI makes
+// one arm64 root under emulation, not two); on amd64 the build root's.
+const GPIO_ROOT = FOREIGN ? BOOKWORM_ROOT : BUILD_ROOT;
 const CONSOLE = join(CACHE, FOREIGN ? `console-${ARCH}.log` : 'console.log');
 const MIRROR = process.env.DEBIAN_MIRROR ?? 'http://deb.debian.org/debian';
 const SECURITY_MIRROR = process.env.DEBIAN_SECURITY_MIRROR ?? 'http://deb.debian.org/debian-security';
@@ -66,17 +77,19 @@ const inRoot = (dir, script) => run('chroot', [dir, 'sh', '-c', script], { env: 
 const have = (cmd) => spawnSync('sh', ['-c', `command -v ${cmd}`], { stdio: 'ignore' }).status === 0;
 
 /**
- * A Debian root of `suite` for this CPU with `packages`, cached in `dir`, with the suite's security
- * updates as an installed box has them. One older than a day is brought up to date first: a root
- * kept for weeks would boot last month's kernel and systemd.
+ * A Debian root of `suite` for `arch` (this CPU by default) with `packages`, cached in `dir`, with
+ * the suite's security updates as an installed box has them. One older than a day is brought up
+ * to date first: a root kept for weeks would boot last month's kernel and systemd.
  */
-function cachedRoot(dir, suite, packages) {
+function cachedRoot(dir, suite, packages, arch = ARCH) {
   const ready = join(dir, '.ready');
-  // Every root has udev (the systemd check sees what Debian's rules make of a GPIO chip); a cache
-  // from before it was added is made again. One from before ca-certificates was added (the box's
-  // CA store) gets it now: made again, an arm64 root takes five minutes under emulation.
-  if (existsSync(ready) && existsSync(join(dir, 'usr', 'bin', 'udevadm'))) {
-    const complete = existsSync(join(dir, 'usr', 'sbin', 'update-ca-certificates'));
+  // Every root that boots has udev (the systemd check sees what Debian's rules make of a GPIO
+  // chip); a cache from before it was added is made again. One from before ca-certificates was
+  // added (the box's CA store) gets it now: made again, an arm64 root takes five minutes under
+  // emulation. The cross build's root boots nothing.
+  const boots = packages.includes('udev');
+  if (existsSync(ready) && (!boots || existsSync(join(dir, 'usr', 'bin', 'udevadm')))) {
+    const complete = !boots || existsSync(join(dir, 'usr', 'sbin', 'update-ca-certificates'));
     if (complete && Date.now() - statSync(ready).mtimeMs < MAX_AGE_MIN * 60_000) return;
     say(`bringing ${basename(dir)} up to date (apt-get dist-upgrade${complete ? '' : ', and ca-certificates'})`);
     try {
@@ -89,10 +102,10 @@ function cachedRoot(dir, suite, packages) {
   }
   rmSync(dir, { recursive: true, force: true });
   mkdirSync(CACHE, { recursive: true });
-  say(`a Debian ${suite} ${ARCH} root with ${packages.join(', ')}, its updates included (once; cached in ${CACHE})`);
+  say(`a Debian ${suite} ${arch} root with ${packages.join(', ')}, its updates included (once; cached in ${CACHE})`);
   // mmdebstrap through scripts/debian-root.sh: under qemu user emulation, debootstrap and then the
   // updates took 17.5 minutes for the arm64 build root, this 5.
-  run('bash', [join(ROOT, 'scripts', 'debian-root.sh'), suite, ARCH, dir, ...packages], { env: { ...process.env, DEBIAN_MIRROR: MIRROR, DEBIAN_SECURITY_MIRROR: SECURITY_MIRROR } });
+  run('bash', [join(ROOT, 'scripts', 'debian-root.sh'), suite, arch, dir, ...packages], { env: { ...process.env, DEBIAN_MIRROR: MIRROR, DEBIAN_SECURITY_MIRROR: SECURITY_MIRROR } });
   prepare(dir);
   writeFileSync(join(dir, '.ready'), '');
 }
@@ -118,20 +131,45 @@ function prepare(dir) {
 
 const SYSTEM = ['kmod', 'iproute2', 'systemd', 'systemd-sysv', 'dbus', 'procps', 'udev', 'ca-certificates'];
 /**
- * Debian 13 with its kernel headers, compiler and kmod: where gpio-sim is built, and booted. With
- * AppArmor, which a Debian 13 install has (its kernel package recommends it), so the unit boots
- * with the profiles loaded as on such a box.
+ * Debian 13 as it boots, with AppArmor, which a Debian 13 install has (its kernel package
+ * recommends it), so the unit boots with the profiles loaded as on such a box.
  */
-const buildRoot = () => cachedRoot(BUILD_ROOT, 'trixie', ['make', 'gcc', 'libc6-dev', 'xz-utils', `linux-headers-${ARCH}`, 'apparmor', ...SYSTEM]);
+const TRIXIE = ['apparmor', ...SYSTEM];
+/**
+ * Where gpio-sim is built. On amd64, Debian 13 with its kernel headers, compiler and kmod, which
+ * is booted too. For a foreign CPU, Debian 13 amd64 with the cross compiler, and apt knowing the
+ * CPU's packages (its headers are unpacked at the build, kernelAndModule).
+ */
+const buildRoot = () => (FOREIGN
+  ? cachedRoot(BUILD_ROOT, 'trixie', ['make', 'xz-utils', `gcc-${MACHINE.triplet}`], `amd64,${ARCH}`)
+  : cachedRoot(BUILD_ROOT, 'trixie', ['make', 'gcc', 'libc6-dev', 'xz-utils', `linux-headers-${ARCH}`, ...TRIXIE]));
+const trixieRoot = () => (FOREIGN ? cachedRoot(TRIXIE_ROOT, 'trixie', TRIXIE) : buildRoot());
 /** Debian 12 as a site box has it: systemd and udev 252, Debian 12's kmod and util-linux. */
 const bookwormRoot = () => cachedRoot(BOOKWORM_ROOT, 'bookworm', SYSTEM);
 
 /** The kernel release of Debian 13's current headers, e.g. 6.12.117+deb13-amd64. */
 function kernelRelease() {
-  const depends = inRoot(BUILD_ROOT, `dpkg-query -W -f='\${Depends}' linux-headers-${ARCH}`).stdout;
+  // Installed on amd64; a foreign CPU's as apt has them, for kernelAndModule to unpack.
+  const depends = FOREIGN
+    ? inRoot(BUILD_ROOT, `apt-cache show --no-all-versions linux-headers-${ARCH}:${ARCH} | sed -n 's/^Depends: //p'`).stdout
+    : inRoot(BUILD_ROOT, `dpkg-query -W -f='\${Depends}' linux-headers-${ARCH}`).stdout;
   const release = /linux-headers-(\S+)/.exec(depends)?.[1];
-  if (!release || !existsSync(join(BUILD_ROOT, 'usr', 'src', `linux-headers-${release}`))) throw new Error(`no linux-headers-*-${ARCH} in the build root (${depends})`);
+  if (!release || (!FOREIGN && !existsSync(join(BUILD_ROOT, 'usr', 'src', `linux-headers-${release}`)))) throw new Error(`no linux-headers-*-${ARCH} in the build root (${depends})`);
   return release;
+}
+
+/**
+ * A foreign CPU's headers for `release`, unpacked in the build root rather than installed: as
+ * packages they depend on that CPU's compiler and kernel image, which apt would install as
+ * foreign binaries to run under emulation. Their build tools (linux-kbuild, Multi-Arch: foreign)
+ * are the host's own, installed; the headers' Makefile names the cross compiler.
+ */
+function foreignHeaders(release) {
+  const depends = inRoot(BUILD_ROOT, `apt-cache show --no-all-versions linux-headers-${release}:${ARCH} | sed -n 's/^Depends: //p'`).stdout;
+  const common = /linux-headers-[^\s,]+-common/.exec(depends)?.[0];
+  const kbuild = /linux-kbuild-[^\s,]+/.exec(depends)?.[0];
+  if (!common || !kbuild) throw new Error(`linux-headers-${release}:${ARCH} names no common headers or kbuild (${depends})`);
+  inRoot(BUILD_ROOT, `apt-get install -y -qq --no-install-recommends ${kbuild} && cd /tmp && apt-get download -qq linux-headers-${release}:${ARCH} ${common} && rm -rf /usr/src/linux-headers-* && for deb in linux-headers-*.deb; do dpkg-deb -x "$deb" / || exit 1; done && rm linux-headers-*.deb`);
 }
 
 /**
@@ -157,12 +195,13 @@ function kernelAndModule(release) {
   mkdirSync(out, { recursive: true });
   const series = release.split('.').slice(0, 2).join('.');
   say(`fetching linux-image-${release} and linux-source-${series}`);
-  inRoot(BUILD_ROOT, `cd /tmp && rm -f *.deb && apt-get update -qq && apt-get download -qq linux-image-${release} linux-source-${series}`);
+  inRoot(BUILD_ROOT, `cd /tmp && rm -f *.deb && apt-get update -qq && apt-get download -qq linux-image-${release}:${ARCH} linux-source-${series}`);
+  if (FOREIGN) foreignHeaders(release);
   const tmp = join(BUILD_ROOT, 'tmp');
   const image = readdirSync(tmp).find((f) => f.startsWith(`linux-image-${release}_`));
   const source = readdirSync(tmp).find((f) => f.startsWith(`linux-source-${series}_`));
   run('dpkg-deb', ['-x', join(tmp, image), join(out, 'image')]);
-  say('building gpio-sim and the IRQ simulator as one module, with Debian 13\'s compiler and headers');
+  say(`building gpio-sim and the IRQ simulator as one module, with Debian 13's ${FOREIGN ? 'cross ' : ''}compiler and headers`);
   const build = join(BUILD_ROOT, 'build');
   rmSync(build, { recursive: true, force: true });
   mkdirSync(build);
@@ -299,10 +338,11 @@ try {
   }
   if (FOREIGN) foreignBinaries();
   buildRoot();
-  if (BOOTS.includes('bookworm')) bookwormRoot();
+  if (BOOTS.includes('trixie')) trixieRoot();
+  if (BOOTS.includes('bookworm') || (BOOTS.includes('gpio') && GPIO_ROOT === BOOKWORM_ROOT)) bookwormRoot();
   const release = kernelRelease();
   const kernel = kernelAndModule(release);
-  const bootAndRead = (mode, init, marker, root = BUILD_ROOT) => {
+  const bootAndRead = (mode, init, marker, root) => {
     const image = initramfs(release, kernel, mode, root);
     let useKvm = true;
     let console = boot(kernel, release, image, useKvm, init);
@@ -332,8 +372,8 @@ try {
     return lines;
   };
   const lines = [
-    ...(BOOTS.includes('gpio') ? bootAndRead('gpio', '/init', 'KERNEL-TEST') : []),
-    ...(BOOTS.includes('trixie') ? bootAndRead('systemd', '/lib/systemd/systemd', 'SYSTEMD-TEST') : []),
+    ...(BOOTS.includes('gpio') ? bootAndRead('gpio', '/init', 'KERNEL-TEST', GPIO_ROOT) : []),
+    ...(BOOTS.includes('trixie') ? bootAndRead('systemd', '/lib/systemd/systemd', 'SYSTEMD-TEST', TRIXIE_ROOT) : []),
     ...(BOOTS.includes('bookworm') ? bootAndRead('systemd', '/lib/systemd/systemd', 'SYSTEMD-TEST', BOOKWORM_ROOT) : []),
   ];
   const under = { gpio: 'the GPIO test', trixie: "systemd 257 (Debian 13's)", bookworm: "systemd 252 (Debian 12's)" };
