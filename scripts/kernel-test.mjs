@@ -39,11 +39,8 @@ const BOOTS = named.length > 0 ? named : ['gpio', 'trixie', 'bookworm'];
 /** What differs between the CPUs: the emulator, its board and CPU, the console, the library path. */
 const MACHINES = {
   amd64: { qemu: 'qemu-system-x86_64', qemuPackage: 'qemu-system-x86', board: [], tcgCpu: 'max', kvm: process.arch === 'x64', console: 'ttyS0', triplet: 'x86_64-linux-gnu' },
-  // A Pi 5's Cortex-A76. Never KVM here: the host is not arm64. norandmaps: with every process's
-  // binary and libraries at the same addresses, TCG reuses what it translated for the last node
-  // process, where ASLR had it translate each one afresh. The systemd boot (some 40 node starts)
-  // took 475 s and 10.0 CPU-minutes with it, 593-615 s and 13.2 without (2026-12-03, quiet host).
-  arm64: { qemu: 'qemu-system-aarch64', qemuPackage: 'qemu-system-arm', board: ['-M', 'virt'], tcgCpu: 'cortex-a76', kvm: process.arch === 'arm64', console: 'ttyAMA0', triplet: 'aarch64-linux-gnu', tcgAppend: ' norandmaps' },
+  // A Pi 5's Cortex-A76. Never KVM here: the host is not arm64.
+  arm64: { qemu: 'qemu-system-aarch64', qemuPackage: 'qemu-system-arm', board: ['-M', 'virt'], tcgCpu: 'cortex-a76', kvm: process.arch === 'arm64', console: 'ttyAMA0', triplet: 'aarch64-linux-gnu' },
 };
 const MACHINE = MACHINES[ARCH];
 const CACHE = process.env.CHAIR_AGENT_KERNEL_TEST_CACHE ?? join(ROOT, 'dist', 'kernel-test');
@@ -294,6 +291,14 @@ function initramfs(release, kernel, mode, root) {
   return image;
 }
 
+/**
+ * Under TCG, norandmaps: with every process's binary and libraries at the same addresses, TCG
+ * reuses what it translated for the last node process, where ASLR had it translate each one
+ * afresh. A systemd boot (some 40 node starts), on a quiet host (2026-12-03): arm64 475 s and
+ * 10.0 CPU-minutes with it, 593-615 s and 13.2 without; amd64 356-358 s and 7.2-7.3, 431-450 s
+ * and 9.4-9.8 without. KVM runs the guest's code natively: there the guest keeps its ASLR.
+ */
+const TCG_APPEND = ' norandmaps';
 /** What qemu prints when KVM will not run this guest (this CPU model under nested virtualisation). */
 const KVM_REFUSED = /KVM internal error|kvm_buf_set_msrs|failed to set MSR/;
 
@@ -305,7 +310,7 @@ function boot(kernel, release, image, useKvm, init) {
     ...(kvm ? ['-enable-kvm', '-cpu', 'host'] : ['-cpu', MACHINE.tcgCpu]),
     '-m', '2048', '-smp', '2', '-nographic', '-no-reboot', '-nic', 'none',
     '-kernel', vmlinuz, '-initrd', image,
-    '-append', `console=${MACHINE.console} rdinit=${init} panic=-1 quiet loglevel=3 systemd.show_status=0${kvm ? '' : MACHINE.tcgAppend ?? ''}`,
+    '-append', `console=${MACHINE.console} rdinit=${init} panic=-1 quiet loglevel=3 systemd.show_status=0${kvm ? '' : TCG_APPEND}`,
   ];
   say(`booting ${release} under qemu (${kvm ? 'KVM' : 'TCG: slower'}); the console goes to ${relative(ROOT, CONSOLE)}`);
   const fd = openSync(CONSOLE, 'w');
