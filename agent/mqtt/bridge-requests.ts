@@ -5,6 +5,7 @@ import type { Metrics } from '../observe/metrics.js';
 import { RefusalLog } from '../observe/refusal-log.js';
 import type { Clock } from '../platform/clock.js';
 import type { Broker, InboundMessage } from './broker.js';
+import { HeldSubscription } from './held-subscription.js';
 import { FLOOD_FIX, type RequestBudget } from './request-budget.js';
 import { publishAnswer, responseTopicProblem } from './start-commands.js';
 import type { Topics } from './topics.js';
@@ -46,16 +47,13 @@ export interface BridgeRequestsDeps {
 export class BridgeRequests implements Component {
   readonly name = 'bridge-requests';
   private readonly refusals: RefusalLog;
+  private readonly subscription: HeldSubscription;
 
   constructor(private readonly deps: BridgeRequestsDeps) {
     this.refusals = new RefusalLog({ clock: deps.clock, logger: deps.logger, metrics: deps.metrics });
+    // Retain As Published: a retained message is recognised as such when delivered live too.
+    this.subscription = new HeldSubscription(deps.broker, deps.topics.requestFilter, { retainAsPublished: true }, deps.logger, 'bridge requests');
   }
-
-  private readonly subscribe = (): void => {
-    this.deps.broker.subscribe(this.deps.topics.requestFilter, { retainAsPublished: true }).catch((err: unknown) => {
-      this.deps.logger.warn({ err: errorMessage(err) }, 'cannot subscribe to bridge requests');
-    });
-  };
 
   private readonly onMessage = (msg: InboundMessage): void => {
     const name = this.deps.topics.requestName(msg.topic);
@@ -70,16 +68,14 @@ export class BridgeRequests implements Component {
   };
 
   start(): void {
-    this.deps.broker.on('connect', this.subscribe);
     this.deps.broker.on('message', this.onMessage);
-    if (this.deps.broker.connected) this.subscribe();
+    this.subscription.start();
   }
 
   async stop(): Promise<void> {
-    this.deps.broker.off('connect', this.subscribe);
     this.deps.broker.off('message', this.onMessage);
     this.refusals.stop();
-    await this.deps.broker.unsubscribe(this.deps.topics.requestFilter);
+    await this.subscription.stop();
   }
 
   private async handle(name: string, msg: InboundMessage, overBudget: boolean): Promise<void> {

@@ -6,6 +6,7 @@ import type { Clock } from '../platform/clock.js';
 import { RefusalLog } from '../observe/refusal-log.js';
 import type { StartService } from '../start/start-service.js';
 import type { Broker, InboundMessage } from './broker.js';
+import { HeldSubscription } from './held-subscription.js';
 import { FLOOD_FIX, type RequestBudget } from './request-budget.js';
 import { topicNameProblem, type Topics } from './topics.js';
 
@@ -99,16 +100,13 @@ export interface StartCommandsDeps {
 export class MqttStartCommands implements Component {
   readonly name = 'mqtt-start-commands';
   private readonly refusals: RefusalLog;
+  private readonly subscription: HeldSubscription;
 
   constructor(private readonly deps: StartCommandsDeps) {
     this.refusals = new RefusalLog({ clock: deps.clock, logger: deps.logger, metrics: deps.metrics });
+    // Retain As Published: a retained message is recognised as such when delivered live too.
+    this.subscription = new HeldSubscription(deps.broker, deps.topics.startFilter, { retainAsPublished: true }, deps.logger, 'start commands');
   }
-
-  private readonly subscribe = (): void => {
-    this.deps.broker.subscribe(this.deps.topics.startFilter, { retainAsPublished: true }).catch((err: unknown) => {
-      this.deps.logger.warn({ err: errorMessage(err) }, 'cannot subscribe to start commands');
-    });
-  };
 
   private readonly onMessage = (msg: InboundMessage): void => {
     const deviceId = this.deps.topics.startTarget(msg.topic, this.deps.knownChairs());
@@ -126,16 +124,14 @@ export class MqttStartCommands implements Component {
   };
 
   start(): void {
-    this.deps.broker.on('connect', this.subscribe);
     this.deps.broker.on('message', this.onMessage);
-    if (this.deps.broker.connected) this.subscribe();
+    this.subscription.start();
   }
 
   async stop(): Promise<void> {
-    this.deps.broker.off('connect', this.subscribe);
     this.deps.broker.off('message', this.onMessage);
     this.refusals.stop();
-    await this.deps.broker.unsubscribe(this.deps.topics.startFilter);
+    await this.subscription.stop();
   }
 
   private refuse(deviceId: string, error: string, detail: Record<string, unknown>): Record<string, unknown> {
