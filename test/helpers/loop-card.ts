@@ -11,8 +11,10 @@ import { basename, join } from 'node:path';
  * mkfs.ext4 and e2fsck, and python3 for the shutdown ioctl.
  */
 export class LoopCard {
+  private replaced = 0;
+
   private constructor(
-    readonly image: string,
+    private image: string,
     readonly mountPoint: string,
   ) {}
 
@@ -58,9 +60,20 @@ export class LoopCard {
     run('python3', ['-c', script, this.mountPoint]);
   }
 
-  /** What a reboot with a new card (or a repaired one) gives: unmounted, checked, mounted again. */
+  /**
+   * What a reboot with the card repaired (or cloned to a new one) gives: unmounted, its image
+   * copied, checked and mounted. A copy, not the same image: a mount namespace made meanwhile by
+   * anything else on this machine (an `unshare --mount`, a chroot's tooling) holds its own copy of
+   * the failed mount, so umount here leaves the kernel's file system alive and read-only, and
+   * mounting the same image again would reuse its loop device and get that file system back.
+   */
   replace(): void {
     run('umount', [this.mountPoint]);
+    const failed = this.image;
+    this.replaced += 1;
+    this.image = failed.replace(/(-\d+)?\.img$/, `-${this.replaced}.img`);
+    run('cp', ['--sparse=always', failed, this.image]);
+    rmSync(failed, { force: true });
     const fsck = spawnSync('e2fsck', ['-f', '-y', this.image], { encoding: 'utf8' });
     // 1: errors corrected (the error this card was made to report).
     if (fsck.status !== 0 && fsck.status !== 1) throw new Error(`e2fsck: ${fsck.status} ${fsck.stdout}${fsck.stderr}`);
