@@ -130,17 +130,20 @@ async function recordThenFailure(site: Site, fail: () => void): Promise<{ before
 
 /**
  * The card replaced (here: checked and mounted again) and the agent started on it, as at the next
- * boot: the vendor's retry is stored and delivered, and nothing was lost. Returns the new agent.
+ * boot. Returns the new agent at once, so that the test stops it whatever is found next.
  */
-async function afterTheCardIsReplaced(site: Site, agent: AgentProcess, before: Record<string, unknown>, during: Record<string, unknown>): Promise<AgentProcess> {
+async function replaceTheCard(site: Site, agent: AgentProcess): Promise<AgentProcess> {
   expect(await agent.signal('SIGTERM')).toBe(0);
   card?.replace();
-  const again = await site.start();
+  return site.start();
+}
+
+/** On the replaced card: the vendor's retry is stored and delivered, and nothing was lost. */
+async function nothingLost(site: Site, before: Record<string, unknown>, during: Record<string, unknown>): Promise<void> {
   expect(await site.database()).toMatchObject({ ok: true });
   expect(await webhookStatus(site.base, during)).toBe(200);
   await waitDelivered(site, during, 'the retried record delivered');
   expect(site.delivered()).toEqual(new Set([before['TransactionId'], during['TransactionId']]));
-  return again;
 }
 
 describeWith(['mosquitto', 'a loop-mounted ext4 (root)'], 'an SD card that fails', () => {
@@ -164,7 +167,8 @@ describeWith(['mosquitto', 'a loop-mounted ext4 (root)'], 'an SD card that fails
       // Restarted on the same card (systemd's Restart=, a reboot that kept it read-only): said at once.
       agent = await site.start();
       expect(await site.database()).toMatchObject({ ok: false, detail: expect.stringMatching(/went read-only.*while opening the database/) });
-      agent = await afterTheCardIsReplaced(site, agent, before, during);
+      agent = await replaceTheCard(site, agent);
+      await nothingLost(site, before, during);
     } finally {
       await agent.signal('SIGTERM');
       await site.close();
@@ -193,7 +197,8 @@ describeWith(['mosquitto', 'a loop-mounted ext4 (root)'], 'an SD card that fails
       const doctor = await runCli(['doctor', '--config', site.config]);
       expect(doctor.stdout).toMatch(/FAIL\s+database\s+.*fails every access \(EIO\)/);
       // (A running agent opens it at its next look, every 30 s, without a restart: unit/store-component.)
-      agent = await afterTheCardIsReplaced(site, agent, before, during);
+      agent = await replaceTheCard(site, agent);
+      await nothingLost(site, before, during);
     } finally {
       await agent.signal('SIGTERM');
       await site.close();
