@@ -9,6 +9,9 @@ import { VendorError } from '../vendor/errors.js';
 import type { ChairReading, VendorApi } from '../vendor/vendor-api.js';
 import type { Component } from '../platform/component.js';
 
+/** How long stop() waits, after aborting, for a given-up start to end. */
+const ABORTED_SETTLE_MS = 1_000;
+
 export type StartSource = 'button' | 'mqtt' | 'cli' | 'page';
 
 export type StartError =
@@ -98,9 +101,13 @@ export class StartService extends EventEmitter<StartEvents> implements Component
     this.unsettled.clear();
     if (this.inFlight.size === 0) return;
     this.deps.logger.info({ chairs: [...this.inFlight.keys()] }, 'waiting for starts under way');
-    const drained = await within(this.deps.clock, Promise.allSettled(this.inFlight.values()), this.deps.drainMs ?? 4_000);
+    const settled = (): Promise<unknown> => Promise.allSettled(this.inFlight.values());
+    if (await within(this.deps.clock, settled(), this.deps.drainMs ?? 4_000)) return;
     // A start that outlives the drain is given up: its vendor calls end now, not after the agent.
-    if (!drained) this.abort.abort();
+    // Its outcome ('stopping') is logged and told (LEDs, MQTT) before the components after this
+    // one stop and the log is closed; an aborted call ends at once, so this wait is short.
+    this.abort.abort();
+    await within(this.deps.clock, settled(), ABORTED_SETTLE_MS);
   }
 
   isStarting(deviceId: string): boolean {
@@ -113,10 +120,15 @@ export class StartService extends EventEmitter<StartEvents> implements Component
     const refusal = checkStart(this.deps.registry.view(deviceId), this.inFlight.has(deviceId), this.unsettled.has(deviceId));
     if (refusal) return this.refused(log, request, deviceId, refusal, REFUSAL_TEXT[refusal]);
     const minutes = request.minutes ?? this.deps.minutesFor(deviceId);
-    const run = this.run(deviceId, minutes, log);
-    this.inFlight.set(deviceId, run);
+    // In flight until its outcome is logged and told, so stop() waits for that too.
+    const done = this.finish(deviceId, request, this.run(deviceId, minutes, log), log);
+    this.inFlight.set(deviceId, done);
     this.emit('starting', deviceId, minutes, request);
     log.info({ minutes }, 'starting chair');
+    return done;
+  }
+
+  private async finish(deviceId: string, request: StartRequest, run: Promise<StartOutcome>, log: Logger): Promise<StartOutcome> {
     let outcome: StartOutcome;
     try {
       outcome = await run;

@@ -43,9 +43,16 @@ class ScriptedVendor implements VendorApi {
   async listTransactions(): Promise<never> {
     throw new Error('not used');
   }
+  /** How long an aborted control call takes to end (a socket being torn down). */
+  abortMs = 0;
   async control(id: string, minutes: number, options: CallOptions = {}): Promise<void> {
     this.controls.push([id, minutes]);
-    await this.clock.sleep(this.controlMs, options.signal);
+    try {
+      await this.clock.sleep(this.controlMs, options.signal);
+    } catch (err) {
+      if (this.abortMs > 0) await this.clock.sleep(this.abortMs);
+      throw err;
+    }
     return this.controlResult();
   }
   async close(): Promise<void> {}
@@ -236,14 +243,19 @@ describe('start rules and the start use case', () => {
     expect(await starts.startChair('IDLE', { source: 'mqtt' })).toMatchObject({ ok: false, error: 'stopping' });
   });
 
-  it('gives up a start that outlives the drain: its vendor call is aborted and nothing more is asked', async () => {
+  it('gives up a start that outlives the drain: its vendor call is aborted, its outcome told before stop() ends, and nothing more is asked', async () => {
     const { vendor, starts, clock } = setup();
     vendor.controlMs = 60_000; // the vendor never answers in time
+    vendor.abortMs = 20;
     vendor.statuses = [() => reading('IDLE', true)];
+    const order: string[] = [];
+    starts.on('finished', (outcome) => order.push(`finished ${outcome.ok ? 'ok' : outcome.error}`));
     const hung = starts.startChair('IDLE', { source: 'button' });
-    const stopping = starts.stop();
-    await clock.advance(4_000);
+    const stopping = starts.stop().then(() => order.push('stopped'));
+    await clock.advance(4_100);
     await stopping;
+    // The LEDs and MQTT hear of it while they still run: they stop after the starts do.
+    expect(order).toEqual(['finished stopping', 'stopped']);
     expect(await hung).toMatchObject({ ok: false, error: 'stopping' });
     expect(vendor.statusReads).toBe(0);
     expect(starts.isStarting('IDLE')).toBe(false);
