@@ -325,8 +325,9 @@ export function build(config: Config, deps: AgentDeps): Agent {
     },
     async stop() {
       // Whatever hangs, the database still closes and the GPIO lines are still released in time:
-      // each component gets what is left of the budget, and at least a moment.
-      const deadline = clock.now() + STOP_BUDGET_MS;
+      // each component gets what is left of the budget, and at least a moment. The budget is on
+      // the monotonic clock: NTP stepping the wall clock mid-stop must not cut the drain short.
+      const deadline = clock.monotonic() + STOP_BUDGET_MS;
       while (started.length > 0) {
         const c = started.pop() as Component;
         let stopping: Promise<void>;
@@ -336,7 +337,7 @@ export function build(config: Config, deps: AgentDeps): Agent {
           stopping = Promise.reject(err);
         }
         stopping.catch((err: unknown) => logger.error({ component: c.name, err: errorMessage(err) }, 'component failed to stop cleanly'));
-        if (!(await within(clock, stopping, Math.max(250, deadline - clock.now())))) {
+        if (!(await within(clock, stopping, Math.max(250, deadline - clock.monotonic())))) {
           logger.error({ component: c.name }, 'component did not stop in time; going on');
         }
       }

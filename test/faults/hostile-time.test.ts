@@ -39,11 +39,18 @@ interface Site {
   stop(): Promise<void>;
 }
 
-async function site(sim: Simulator, id: string, clock: Clock, transactions: Record<string, unknown> = {}, timezone = 'Asia/Bangkok'): Promise<Site> {
+async function site(
+  sim: Simulator,
+  id: string,
+  clock: Clock,
+  transactions: Record<string, unknown> = {},
+  timezone = 'Asia/Bangkok',
+  sections: Record<string, Record<string, unknown>> = {},
+): Promise<Site> {
   const { logger, lines } = memoryLogger('info');
   const cfg = testConfig(
     { vendorUrl: sim.url, brokerUrl: broker.url, dbPath: join(mkdtempSync(join(tmpdir(), `time-${id}-`)), 'agent.db') },
-    { site: { id, timezone }, transactions: { syncSchedule: '0 0 0 1 1 *', overlapMinutes: 60, lookbackHours: 1, ...transactions } },
+    { site: { id, timezone }, transactions: { syncSchedule: '0 0 0 1 1 *', overlapMinutes: 60, lookbackHours: 1, ...transactions }, ...sections },
   );
   const agent = build(cfg, { logger, clock });
   await agent.start();
@@ -199,6 +206,34 @@ describeWith('mosquitto', 'values as the vendor sent them', () => {
       sim.model.transactions.splice(0);
       await sub.close();
       await s.stop();
+    }
+  });
+});
+
+describeWith('mosquitto', 'what the agent waits for runs on the monotonic clock, whatever NTP does to the wall clock', () => {
+  let sim: Simulator;
+  beforeAll(async () => {
+    sim = new Simulator({ apiKey: TEST_API_KEY, chairs: 1 });
+    await sim.start();
+  });
+  afterAll(() => sim.close());
+
+  it('the wall clock stepped an hour ahead as the agent stops: a start hanging at the vendor still gets its drain, then is given up', async () => {
+    const offset = { ms: 0 };
+    const s = await site(sim, 'stop-step', skewedClock(offset), {}, 'Asia/Bangkok', { vendor: { requestTimeoutSeconds: 30 } });
+    sim.faults.add({ mode: 'timeout', delayMs: 60_000, endpoints: ['control'] });
+    try {
+      const [chair] = s.agent.registry.knownIds();
+      const start = s.agent.starts.startChair(chair as string, { source: 'cli' });
+      await waitFor(() => sim.requests.control === 1, 'the control call hanging at the vendor');
+      const stopped = s.stop();
+      offset.ms = 3_600_000; // NTP's first step on a box that booted on a stale clock
+      await stopped;
+      expect(s.lines.some((l) => l.msg === 'component did not stop in time; going on')).toBe(false);
+      expect(s.lines.find((l) => l.msg === 'chair start failed')?.['error']).toBe('stopping');
+      expect(await start).toMatchObject({ ok: false, error: 'stopping' });
+    } finally {
+      sim.faults.clear();
     }
   });
 });
