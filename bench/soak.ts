@@ -69,7 +69,7 @@ async function main(): Promise<void> {
   let peak = { rss: 0, anon: 0 };
   let sent = 0;
   let ok = 0;
-  const end = Date.now() + minutes * 60_000;
+  const end = performance.now() + minutes * 60_000;
   const sampler = setInterval(() => {
     const m = memory(pid);
     peak = { rss: Math.max(peak.rss, m.rss), anon: Math.max(peak.anon, m.anon) };
@@ -91,7 +91,7 @@ async function main(): Promise<void> {
     n += 1;
     pos.publish(`chair-agent/soak/chairs/MC${7001 + (n % 64)}/start`, JSON.stringify({ minutes: 1, transaction: `pos-${n}` }), { qos: 1 });
   }, 5_000);
-  while (Date.now() < end) {
+  while (performance.now() < end) {
     await sleep(60_000);
     await broker.kill();
     await sleep(3_000);

@@ -21,6 +21,7 @@ import { chmodSync, cpSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readd
 import { createServer, connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
+import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import mqtt from 'mqtt';
 
@@ -74,7 +75,7 @@ function freePort() {
 }
 
 async function waitFor(check, what, timeoutMs = 60_000) {
-  const deadline = Date.now() + timeoutMs;
+  const deadline = performance.now() + timeoutMs;
   for (;;) {
     try {
       const v = await check();
@@ -82,7 +83,7 @@ async function waitFor(check, what, timeoutMs = 60_000) {
     } catch {
       // not yet
     }
-    if (Date.now() > deadline) throw new CheckFailed(`timed out waiting for ${what}`);
+    if (performance.now() > deadline) throw new CheckFailed(`timed out waiting for ${what}`);
     await new Promise((r) => setTimeout(r, 100));
   }
 }

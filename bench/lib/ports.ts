@@ -45,7 +45,7 @@ export async function freePort(): Promise<number> {
 
 /** Resolves once something accepts TCP connections on the port. */
 export async function waitForPort(port: number, timeoutMs = 10_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
+  const deadline = performance.now() + timeoutMs;
   for (;;) {
     const ok = await new Promise<boolean>((resolve) => {
       const s = connect(port, '127.0.0.1');
@@ -56,7 +56,7 @@ export async function waitForPort(port: number, timeoutMs = 10_000): Promise<voi
       s.once('error', () => resolve(false));
     });
     if (ok) return;
-    if (Date.now() > deadline) throw new Error(`nothing listens on port ${port} after ${timeoutMs} ms`);
+    if (performance.now() > deadline) throw new Error(`nothing listens on port ${port} after ${timeoutMs} ms`);
     await new Promise((r) => setTimeout(r, 25));
   }
 }

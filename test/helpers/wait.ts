@@ -1,9 +1,11 @@
 /**
  * Waits until `check` returns a truthy value, re-checking on a short interval. For conditions
- * that have no event to await (a file, another process's state); never a fixed sleep.
+ * that have no event to await (a file, another process's state); never a fixed sleep. The
+ * deadline is on the monotonic clock: a CI machine's wall clock can step, and a step ahead would
+ * end a wait early.
  */
 export async function waitFor<T>(check: () => T | Promise<T>, what: string | (() => string), timeoutMs = 15_000): Promise<NonNullable<T>> {
-  const deadline = Date.now() + timeoutMs;
+  const deadline = performance.now() + timeoutMs;
   let last: unknown;
   for (;;) {
     try {
@@ -12,7 +14,7 @@ export async function waitFor<T>(check: () => T | Promise<T>, what: string | (()
     } catch (err) {
       last = err;
     }
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${typeof what === "function" ? what() : what}${last ? ` (last error: ${String(last)})` : ''}`);
+    if (performance.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${typeof what === "function" ? what() : what}${last ? ` (last error: ${String(last)})` : ''}`);
     await new Promise((r) => setTimeout(r, 20));
   }
 }
