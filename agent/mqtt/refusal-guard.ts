@@ -14,8 +14,12 @@ export interface HeldTopic {
   reason: string;
   reasonCode: number | null;
   refusals: number;
+  /** When it is tried again, on the wall clock (for people). */
   retryAt: number;
 }
+
+/** A held topic as the guard keeps it: due on the monotonic clock, which NTP does not step. */
+type Held = Omit<HeldTopic, 'retryAt'> & { due: number };
 
 export interface RefusalSummary {
   total: number;
@@ -83,7 +87,7 @@ function hint(reasonCode: number | null, dropped: boolean): string {
  * Transactions pass through: the outbox parks its own refused records.
  */
 export class RefusalGuard extends EventEmitter<BrokerEvents> implements Broker {
-  private readonly held = new Map<string, HeldTopic>();
+  private readonly held = new Map<string, Held>();
   /** The latest publish kept aside for each held topic, sent at its retry. */
   private readonly pending = new Map<string, { payload: string | Buffer; options: PublishOptions }>();
   private readonly logged = new Set<string>();
@@ -112,7 +116,7 @@ export class RefusalGuard extends EventEmitter<BrokerEvents> implements Broker {
    * the agent's user not allowed homeassistant/#). One of its topics probes at each retry, not
    * all of them: with Mosquitto's max_queued_messages 0 each would cost the connection.
    */
-  private readonly classHold = new Map<TopicClass, { reason: string; reasonCode: number | null; refusals: number; retryAt: number }>();
+  private readonly classHold = new Map<TopicClass, { reason: string; reasonCode: number | null; refusals: number; due: number }>();
   private lastProbe: { topic: string; payload: string | Buffer; options: PublishOptions } | null = null;
 
   constructor(private readonly opts: RefusalGuardOptions) {
@@ -225,12 +229,12 @@ export class RefusalGuard extends EventEmitter<BrokerEvents> implements Broker {
       return done(err);
     }
     const whole = options.retain ? this.classHold.get(topicClass) : undefined;
-    if (whole && this.opts.clock.now() < whole.retryAt) {
+    if (whole && this.opts.clock.monotonic() < whole.due) {
       this.pending.set(topic, { payload, options });
       return done(new BrokerError('refused', `held: the broker refuses ${topicClass} topics (${whole.reason})`, whole.reasonCode ?? undefined));
     }
     const held = options.retain ? this.held.get(topic) : undefined;
-    if (held && this.opts.clock.now() < held.retryAt) {
+    if (held && this.opts.clock.monotonic() < held.due) {
       this.pending.set(topic, { payload, options });
       return done(new BrokerError('refused', `held after the broker refused it: ${held.reason}`, held.reasonCode ?? undefined));
     }
@@ -320,16 +324,16 @@ export class RefusalGuard extends EventEmitter<BrokerEvents> implements Broker {
       this.held.delete(oldest);
       this.pending.delete(oldest);
     }
-    this.held.set(topic, { topic, topicClass, reason: err.message, reasonCode: err.reasonCode ?? null, refusals, retryAt: this.opts.clock.now() + wait });
+    this.held.set(topic, { topic, topicClass, reason: err.message, reasonCode: err.reasonCode ?? null, refusals, due: this.opts.clock.monotonic() + wait });
     if (!this.pending.has(topic)) this.pending.set(topic, { payload, options });
     const whole = this.classHold.get(topicClass);
     if (tooLarge(err)) {
       // Neither counted against a class held whole nor towards holding one.
     } else if (whole) {
       whole.refusals += 1;
-      whole.retryAt = this.opts.clock.now() + Math.min(MAX_RETRY_MS, FIRST_RETRY_MS * 2 ** (whole.refusals - 1));
+      whole.due = this.opts.clock.monotonic() + Math.min(MAX_RETRY_MS, FIRST_RETRY_MS * 2 ** (whole.refusals - 1));
     } else if ((this.accepted.get(topicClass) ?? 0) === 0 && [...this.held.values()].filter((h) => h.topicClass === topicClass && h.reasonCode !== PACKET_TOO_LARGE).length >= 2) {
-      this.classHold.set(topicClass, { reason: err.message, reasonCode: err.reasonCode ?? null, refusals: 1, retryAt: this.opts.clock.now() + FIRST_RETRY_MS });
+      this.classHold.set(topicClass, { reason: err.message, reasonCode: err.reasonCode ?? null, refusals: 1, due: this.opts.clock.monotonic() + FIRST_RETRY_MS });
       this.opts.logger.warn({ class: topicClass, reason: err.message }, 'the broker refuses every topic of this class so far: they are held together and one is tried again later');
     }
     this.schedule();
@@ -351,18 +355,18 @@ export class RefusalGuard extends EventEmitter<BrokerEvents> implements Broker {
     this.retryTimer = null;
     if (!this.connected) return;
     let next = Infinity;
-    for (const [topic, h] of this.held) if (this.pending.has(topic) && !this.classHold.has(h.topicClass)) next = Math.min(next, h.retryAt);
-    for (const [, c] of this.classHold) next = Math.min(next, c.retryAt);
+    for (const [topic, h] of this.held) if (this.pending.has(topic) && !this.classHold.has(h.topicClass)) next = Math.min(next, h.due);
+    for (const [, c] of this.classHold) next = Math.min(next, c.due);
     if (next === Infinity) return;
     this.retryTimer = this.opts.clock.setTimeout(() => {
       this.retryTimer = null;
-      const now = this.opts.clock.now();
+      const now = this.opts.clock.monotonic();
       for (const [topicClass, c] of this.classHold) {
-        if (c.retryAt > now) continue;
+        if (c.due > now) continue;
         // One topic of the class probes; the rest wait for its answer. A topic held for its own
         // size cannot answer for the class: the agent refuses it before the broker sees it.
         const probe = [...this.pending].find(([topic]) => this.opts.classify(topic) === topicClass && !this.heldForSize(topic, now));
-        c.retryAt = Infinity;
+        c.due = Infinity;
         if (!probe) {
           this.classHold.delete(topicClass);
           continue;
@@ -371,34 +375,38 @@ export class RefusalGuard extends EventEmitter<BrokerEvents> implements Broker {
         this.forward(probe[0], topicClass, probe[1].payload, probe[1].options, (err) => {
           if (err === null || (err.kind !== 'disconnected' && !tooLarge(err))) return;
           // Unanswered: another topic asks at once (the size-held one is skipped now).
-          c.retryAt = this.opts.clock.now();
+          c.due = this.opts.clock.monotonic();
           if (tooLarge(err)) this.schedule();
         });
       }
       for (const [topic, h] of [...this.held]) {
         const p = this.pending.get(topic);
-        if (!p || h.retryAt > now || this.classHold.has(h.topicClass)) continue;
+        if (!p || h.due > now || this.classHold.has(h.topicClass)) continue;
         this.pending.delete(topic);
         // Due: sent as is; a refusal holds it again for longer, an acknowledgement releases it.
-        h.retryAt = now;
+        h.due = now;
         this.send(topic, p.payload, p.options, (err) => {
           if (err && err.kind !== 'refused') this.pending.set(topic, p);
         });
       }
       this.schedule();
-    }, Math.max(0, next - this.opts.clock.now()));
+    }, Math.max(0, next - this.opts.clock.monotonic()));
   }
 
   private heldForSize(topic: string, now: number): boolean {
     const h = this.held.get(topic);
-    return h !== undefined && h.reasonCode === PACKET_TOO_LARGE && h.retryAt > now;
+    return h !== undefined && h.reasonCode === PACKET_TOO_LARGE && h.due > now;
   }
 
   /** Refusals so far by topic class, and the topics held now (at most 20, the most refused first). */
   refusals(): RefusalSummary {
     const byClass = Object.fromEntries(this.counts) as Partial<Record<TopicClass, number>>;
     const total = [...this.counts.values()].reduce((a, b) => a + b, 0);
-    const held = [...this.held.values()].sort((a, b) => b.refusals - a.refusals).slice(0, 20);
+    const wallOffset = this.opts.clock.now() - this.opts.clock.monotonic();
+    const held = [...this.held.values()]
+      .sort((a, b) => b.refusals - a.refusals)
+      .slice(0, 20)
+      .map(({ due, ...h }) => ({ ...h, retryAt: due + wallOffset }));
     return { total, byClass, held };
   }
 

@@ -129,6 +129,19 @@ describe('RefusalGuard: what the broker refuses never costs the rest', () => {
     expect(inner.sent.map((s) => s.payload)).toEqual(['{"v":5}']);
   });
 
+  it('a wall clock stepped back 3 h while a topic is held: it is still tried at its retry, and the retry is shown on the wall clock', async () => {
+    const { inner, guard, clock, results } = setup();
+    const chair = topics.chair('MC7002');
+    publish(guard, results, chair, '{"v":1}');
+    inner.answer(chair, NOT_AUTHORIZED);
+    expect(guard.refusals().held[0]?.retryAt).toBe(clock.now() + 60_000);
+    clock.jump(-3 * 3_600_000); // NTP's step on a box whose clock ran ahead
+    expect(guard.refusals().held[0]?.retryAt).toBe(clock.now() + 60_000);
+    publish(guard, results, chair, '{"v":2}');
+    await clock.advance(60_000);
+    expect(inner.sent.map((s) => `${s.topic} ${s.payload}`)).toEqual([`${chair} {"v":2}`]);
+  });
+
   it('puts a close that follows a refusal down to it, so no transaction in flight is blamed', () => {
     const { inner, guard, closes, results } = setup();
     publish(guard, results, topics.transaction('MC7001'), '{}', { qos: 1 });
