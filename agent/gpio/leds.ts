@@ -40,7 +40,7 @@ export class LedController implements Component {
 
   start(): void {
     this.running = true;
-    const now = this.deps.clock.now();
+    const now = this.deps.clock.monotonic();
     for (const spec of this.deps.specs) {
       let output: GpioOutput | null = null;
       let failure: string | null = null;
@@ -77,7 +77,7 @@ export class LedController implements Component {
     const led = this.leds.get(name);
     if (!led || led.pattern === pattern) return;
     led.pattern = pattern;
-    led.since = this.deps.clock.now();
+    led.since = this.deps.clock.monotonic();
     this.render();
   }
 
@@ -85,7 +85,7 @@ export class LedController implements Component {
   flash(name: string): void {
     const led = this.leds.get(name);
     if (!led) return;
-    const now = this.deps.clock.now();
+    const now = this.deps.clock.monotonic();
     led.flashSince = now;
     led.flashUntil = now + FLASH_TOTAL_MS;
     this.render();
@@ -100,14 +100,14 @@ export class LedController implements Component {
   shown(name: string): LedPattern | null {
     const led = this.leds.get(name);
     if (!led) return null;
-    return this.deps.clock.now() < led.flashUntil ? 'flash' : led.pattern;
+    return this.deps.clock.monotonic() < led.flashUntil ? 'flash' : led.pattern;
   }
 
   private render(): void {
     if (!this.running) return;
     this.timer?.cancel();
     this.timer = null;
-    const now = this.deps.clock.now();
+    const now = this.deps.clock.monotonic();
     let wake: number | null = null;
     for (const led of this.leds.values()) {
       const flashing = now < led.flashUntil;

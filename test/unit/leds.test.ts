@@ -48,6 +48,19 @@ describe('LED engine', () => {
     expect(level(27)).toBe(1);
   });
 
+  it('ends a failure flash and keeps a blink on time when NTP steps the wall clock back an hour', async () => {
+    const { leds, level, clock, sample } = setup();
+    leds.set('a', 'on');
+    leds.flash('a');
+    clock.jump(-3_600_000);
+    await clock.advance(600);
+    expect(leds.shown('a')).toBe('on');
+    expect(level(27)).toBe(1);
+    leds.set('a', 'fast');
+    clock.jump(-3_600_000);
+    expect(await sample(400, 50)).toEqual([1, 1, 0, 0, 1, 1, 0, 0]);
+  });
+
   it('runs no timer while every LED is steady', async () => {
     const { leds, clock } = setup();
     leds.set('a', 'fast');
