@@ -225,7 +225,7 @@ export class UndiciVendorApi implements VendorApi {
     json?: unknown,
   ): Promise<string> {
     const url = new URL(path, this.origin);
-    const started = this.opts.clock.now();
+    const started = this.opts.clock.monotonic();
     const controller = new AbortController();
     const deadline = this.opts.clock.setTimeout(() => controller.abort(new DeadlineExceeded()), this.opts.timeoutMs);
     const onStop = (): void => controller.abort(stop?.reason);
@@ -256,7 +256,7 @@ export class UndiciVendorApi implements VendorApi {
     } finally {
       deadline.cancel();
       stop?.removeEventListener('abort', onStop);
-      this.opts.observe?.(endpoint, outcome, (this.opts.clock.now() - started) / 1000);
+      this.opts.observe?.(endpoint, outcome, (this.opts.clock.monotonic() - started) / 1000);
     }
   }
 

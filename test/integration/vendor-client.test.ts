@@ -5,6 +5,7 @@ import { Simulator } from '../../agent/simulator/simulator.js';
 import { VendorError } from '../../agent/vendor/errors.js';
 import { UndiciVendorApi } from '../../agent/vendor/undici-vendor-api.js';
 import { formatVendorTime } from '../../agent/time/vendor-time.js';
+import { waitFor } from '../helpers/wait.js';
 
 const API_KEY = 'test-key-abcdef';
 
@@ -66,6 +67,21 @@ describe('vendor client against the simulator', () => {
     expect(list.chairs.map((c) => c.deviceId)).toEqual(['MC7001', 'MC7002', 'MC7003']);
     expect(list.chairs[0]).toMatchObject({ status: 'Available', seated: false, leftMin: null, deviceCode: 'C01' });
     expect(sim.requests.lists).toBe(1);
+    await api.close();
+  });
+
+  it('times each call on the monotonic clock: NTP stepping the wall clock back an hour mid-call does not skew the metric', async () => {
+    let offset = 0;
+    const seconds: number[] = [];
+    const api = client({ clock: { ...systemClock, now: () => Date.now() + offset }, observe: (_e, _o, s) => seconds.push(s) });
+    sim.faults.add({ mode: 'slow', delayMs: 200, endpoints: ['lists'] });
+    const listing = api.listChairs();
+    await waitFor(() => sim.requests.lists === 1, 'the list request at the vendor');
+    offset = -3_600_000;
+    await listing;
+    expect(seconds).toHaveLength(1);
+    expect(seconds[0]).toBeGreaterThan(0);
+    expect(seconds[0]).toBeLessThan(60);
     await api.close();
   });
 
