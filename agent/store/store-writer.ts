@@ -32,7 +32,8 @@ const FALLBACK_CHECKPOINT_PAGES = Math.max(4000, 4 * settings.minFrames);
 
 let connections: { durable: Database; lazy: Database; writes: Writes } | null = null;
 let shm: number | null = null;
-let lastCheckpoint = 0;
+/** When the last checkpoint ran, on the monotonic clock: NTP stepping the wall clock back must not stall them. */
+let lastCheckpoint = -Infinity;
 let checkpointTimer: NodeJS.Timeout | null = null;
 let idleTimer: NodeJS.Timeout | null = null;
 
@@ -112,7 +113,7 @@ function checkpoint(): void {
   checkpointTimer = null;
   try {
     const [row] = connect().lazy.pragma('wal_checkpoint(PASSIVE)') as { log: number; checkpointed: number }[];
-    lastCheckpoint = Date.now();
+    lastCheckpoint = performance.now();
     reply({ type: 'checkpointed', log: row?.log ?? 0, checkpointed: row?.checkpointed ?? 0 });
   } catch (err) {
     closeConnections();
@@ -123,7 +124,7 @@ function checkpoint(): void {
 /** After a write: a checkpoint now or at the next period, once minFrames wait. */
 function considerCheckpoint(): void {
   if (checkpointTimer || uncopied() < settings.minFrames) return;
-  const wait = lastCheckpoint + settings.periodMs - Date.now();
+  const wait = lastCheckpoint + settings.periodMs - performance.now();
   if (wait <= 0) checkpoint();
   else checkpointTimer = setTimeout(checkpoint, wait);
 }

@@ -1,11 +1,14 @@
+import { execFile } from 'node:child_process';
 import { copyFileSync, mkdtempSync, rmSync } from 'node:fs';
 import { once } from 'node:events';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { promisify } from 'node:util';
 import Database from 'better-sqlite3';
 import { describe, expect, it, vi } from 'vitest';
 import { Outbox } from '../../agent/store/outbox.js';
 import { asRecord, vendorRecord, storeAll } from '../helpers/records.js';
+import { ROOT } from '../helpers/cli.js';
 
 function store(): { outbox: Outbox; path: string; dir: string } {
   const dir = mkdtempSync(join(tmpdir(), 'checkpoints-'));
@@ -88,6 +91,25 @@ describe('the store worker thread (the running agent)', () => {
     outbox.close();
     await outbox.closed();
     expect(inFileAlone(path, dir)).toBe(3);
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('keeps checkpointing after NTP steps the wall clock back an hour (the built writer thread, its Date.now stepped)', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'checkpoints-'));
+    const offsetFile = join(dir, 'wall-offset');
+    const { stdout } = await promisify(execFile)(
+      process.execPath,
+      [
+        '--import',
+        join(ROOT, 'test/helpers/wall-clock-offset.mjs'),
+        join(ROOT, 'test/helpers/checkpoint-after-wall-step.mjs'),
+        join(ROOT, 'dist/agent/store/outbox.js'),
+        join(dir, 'agent.db'),
+        offsetFile,
+      ],
+      { env: { ...process.env, CHAIR_TEST_WALL_OFFSET_FILE: offsetFile }, timeout: 60_000 },
+    );
+    expect(JSON.parse(stdout)).toEqual({ checkpointed: true });
     rmSync(dir, { recursive: true, force: true });
   });
 
