@@ -39,12 +39,14 @@ describe('chair-agent demo', () => {
     child.stdout.on('data', (d: Buffer) => (screen += d.toString()));
     const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
     const text = (): string => strip(screen);
-    await waitFor(() => text().includes('MC7004') && text().includes('steady: available'), 'the chairs drawn');
+    // A wait that times out says what the terminal showed by then.
+    const shown = (what: string) => (): string => `${what}; the terminal's last output: ${JSON.stringify(text().slice(-1500))}`;
+    await waitFor(() => text().includes('MC7004') && text().includes('steady: available'), shown('the chairs drawn'));
     child.stdin.write('1');
-    await waitFor(() => text().includes('MC7001 started (5 min)'), 'the start event');
-    await waitFor(() => /MC7001 +Running .*slow blink: running/.test(text()), 'MC7001 running with its LED on slow blink');
+    await waitFor(() => text().includes('MC7001 started (5 min)'), shown('the start event'));
+    await waitFor(() => /MC7001 +Running .*slow blink: running/.test(text()), shown('MC7001 running with its LED on slow blink'));
     child.stdin.write('p');
-    await waitFor(() => /transaction \S+ playing MC700\d promptpay \S+ arrived over MQTT/.test(text()), 'the paid use arriving');
+    await waitFor(() => /transaction \S+ playing MC700\d promptpay \S+ arrived over MQTT/.test(text()), shown('the paid use arriving'));
     child.stdin.write('q');
     expect(await exited).toBe(0);
     expect(text()).toContain('demo stopped');
