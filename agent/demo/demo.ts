@@ -46,19 +46,6 @@ interface Parts {
   minuteSeconds: number;
 }
 
-/** Free loopback port: the agent's, known before the simulator is told where its webhook goes. */
-async function freePort(): Promise<number> {
-  const { createServer } = await import('node:net');
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const port = (s.address() as { port: number }).port;
-      s.close(() => resolve(port));
-    });
-  });
-}
-
 export async function runDemo(opts: DemoOptions): Promise<void> {
   const tz = opts.timeZone ?? 'Asia/Bangkok';
   const dir = mkdtempSync(join(tmpdir(), 'chair-agent-demo-'));
@@ -83,13 +70,13 @@ export async function runDemo(opts: DemoOptions): Promise<void> {
 
   const broker = new EmbeddedBroker();
   await broker.start();
-  const agentPort = await freePort();
   const sim = new Simulator({
     apiKey: API_KEY,
     chairs: opts.chairs,
     minuteMs: opts.minuteSeconds * 1000,
     timeZone: tz,
-    webhook: { url: `http://127.0.0.1:${agentPort}/vendor/webhook`, secret: SECRET },
+    // Told where the agent listens once it does (below).
+    webhook: { url: 'http://127.0.0.1:0/vendor/webhook', secret: SECRET },
     logger: logger.child({ component: 'simulator' }),
   });
   await sim.start();
@@ -100,7 +87,9 @@ export async function runDemo(opts: DemoOptions): Promise<void> {
       vendor: { baseUrl: sim.url, apiKey: API_KEY, pollSeconds: 1, requestTimeoutSeconds: 3, retries: 1 },
       transactions: { syncSchedule: '*/10 * * * * *', lookbackHours: 1 },
       webhook: { channelSecret: SECRET },
-      http: { host: '127.0.0.1', port: agentPort },
+      // The agent takes a free port as it listens: a port found free beforehand can be taken by
+      // another process before the agent binds it.
+      http: { host: '127.0.0.1', port: 0 },
       mqtt: { url: broker.url, protocolVersion: 4, reconnectSeconds: 1 },
       storage: { path: join(dir, 'agent.db') },
       gpio: {
@@ -117,6 +106,8 @@ export async function runDemo(opts: DemoOptions): Promise<void> {
   const gpio = new SimGpioDriver(systemClock);
   const agent = build(config, { logger, gpio });
   await agent.start();
+  const agentPort = agent.http.address().port;
+  sim.webhooks?.retarget(`http://127.0.0.1:${agentPort}/vendor/webhook`);
 
   const watcher = mqtt.connect({ ...endpointOptions({ url: broker.url, protocolVersion: 4, rejectUnauthorized: true }), reconnectPeriod: 1000, clientId: 'chair-agent-demo-view' });
   watcher.on('connect', () => void watcher.subscribeAsync(`${agent.topics.base}/transactions/+`, { qos: 1 }).catch(() => undefined));

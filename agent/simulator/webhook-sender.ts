@@ -17,6 +17,8 @@ export class WebhookSender {
   private queue: Promise<void> = Promise.resolve();
   private dispatcher: Dispatcher | null = null;
   private stopped = false;
+  /** Set by retarget(): where the target listens may be known only after the simulator starts. */
+  private url: string | null = null;
   sent = 0;
   failed = 0;
 
@@ -30,6 +32,11 @@ export class WebhookSender {
   send(record: Record<string, unknown>): void {
     const body = JSON.stringify(record);
     this.queue = this.queue.then(() => this.deliver(body));
+  }
+
+  /** Sends from now on to `url`, with the same secret. */
+  retarget(url: string): void {
+    this.url = url;
   }
 
   /** Resolves when everything queued so far has been delivered or given up. */
@@ -56,8 +63,9 @@ export class WebhookSender {
   private async deliver(body: string): Promise<void> {
     for (let attempt = 1; attempt <= this.attempts && !this.stopped; attempt++) {
       try {
-        const dispatcher = this.dispatcherFor(this.target.url);
-        const res = await request(this.target.url, {
+        const url = this.url ?? this.target.url;
+        const dispatcher = this.dispatcherFor(url);
+        const res = await request(url, {
           ...(dispatcher ? { dispatcher } : {}),
           method: 'POST',
           headers: { 'content-type': 'application/json', 'x-vendor-signature': signBody(body, this.target.secret) },

@@ -12,13 +12,14 @@ const hasScript = spawnSync('script', ['--version']).status === 0;
 const strip = (s: string): string => s.replace(/\x1b\[[0-9;?]*[a-zA-Z]/g, '');
 
 describe('chair-agent demo', () => {
-  it('runs without a terminal: logs, can be watched over MQTT and pressed over HTTP, stops on SIGINT', async () => {
+  it('runs without a terminal: logs, can be watched over MQTT, pressed over HTTP and paid at the vendor, stops on SIGINT', async () => {
     const child = track(spawn(process.execPath, [MAIN, 'demo', '--minute-seconds', '60'], { stdio: ['ignore', 'pipe', 'pipe'] }));
     let out = '';
     child.stdout.on('data', (d: Buffer) => (out += d.toString()));
     const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
     const watch = await waitFor(() => /mosquitto_sub -h 127\.0\.0\.1 -p (\d+) -V mqttv311 -t 'chair-agent\/#' -v/.exec(out), 'the watch line');
     const press = await waitFor(() => /curl -X POST (http:\/\/127\.0\.0\.1:\d+\/sim\/gpio\/17\/press)/.exec(out), 'the press line');
+    const vendor = await waitFor(() => /demo: simulator (http:\/\/127\.0\.0\.1:\d+),/.exec(out), 'the simulator line');
     await waitFor(() => /demo: chair \[4\] {2}MC7004 .*steady: available/.test(out), 'the chairs printed as their lines change');
     expect(out).toContain('demo: time: real (a session minute is a minute)');
     const sub = await Subscriber.connect(`mqtt://127.0.0.1:${watch[1]}`, 'chair-agent/demo/#', { protocolVersion: 4 });
@@ -26,6 +27,10 @@ describe('chair-agent demo', () => {
     expect((await fetch(press[1] as string, { method: 'POST' })).status).toBe(200);
     await sub.waitFor((m) => m.topic === 'chair-agent/demo/chairs/MC7001' && JSON.parse(m.text).running === true, 'MC7001 running');
     await sub.waitFor((m) => m.topic === 'chair-agent/demo/transactions/MC7001', 'the manual transaction');
+    // A paid use at the vendor reaches the agent by the signed webhook, not only by the sync.
+    const paid = (await (await fetch(`${vendor[1] as string}/sim/paid`, { method: 'POST', body: '{"minutes":5}' })).json()) as { TransactionId: string };
+    await sub.waitFor((m) => m.topic.startsWith('chair-agent/demo/transactions/') && JSON.parse(m.text).TransactionId === paid.TransactionId, 'the paid use over MQTT');
+    expect(out).toMatch(new RegExp(`"transactionId":"${paid.TransactionId}".*"msg":"transaction received by webhook"`));
     await sub.close();
     child.kill('SIGINT');
     expect(await exited).toBe(0);
