@@ -1,5 +1,6 @@
 import { createServer, type Server, type Socket } from 'node:net';
 import type { AddressInfo } from 'node:net';
+import { listenOnSteadyPort } from '../platform/steady-port.js';
 
 interface AedesInstance {
   handle: (socket: Socket) => void;
@@ -28,10 +29,16 @@ export class EmbeddedBroker {
       socket.on('close', () => this.sockets.delete(socket));
       aedes.handle(socket);
     });
-    await new Promise<void>((resolve, reject) => {
-      server.once('error', reject);
-      server.listen(port || this.port, '127.0.0.1', () => resolve());
-    });
+    const again = port || this.port;
+    if (again) {
+      await new Promise<void>((resolve, reject) => {
+        server.once('error', reject);
+        server.listen(again, '127.0.0.1', () => resolve());
+      });
+    } else {
+      // A port the agent's reconnects cannot take while the broker is down ('b' in the demo).
+      await listenOnSteadyPort(server);
+    }
     this.server = server;
     this.port = (server.address() as AddressInfo).port;
   }
