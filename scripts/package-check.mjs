@@ -18,11 +18,11 @@
 import { spawn, spawnSync } from 'node:child_process';
 import { createHmac } from 'node:crypto';
 import { chmodSync, cpSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
-import { createServer, connect } from 'node:net';
+import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { fileURLToPath } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import mqtt from 'mqtt';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
@@ -63,15 +63,14 @@ function sh(cmd, args, opts = {}) {
   return { code: r.status, out: `${r.stdout ?? ''}${r.stderr ?? ''}`, stdout: r.stdout ?? '', stderr: r.stderr ?? '' };
 }
 
-function freePort() {
-  return new Promise((res, rej) => {
-    const s = createServer();
-    s.once('error', rej);
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address();
-      s.close(() => res(port));
-    });
-  });
+/**
+ * A loopback port below the kernel's ephemeral range, as the tests take theirs: one from the range
+ * can be given to an outgoing connection (the agent retrying towards a dead broker) before the
+ * agent or broker it was meant for binds it (bench/lib/ports.ts). Built with the rest (dist/).
+ */
+async function freePort() {
+  const ports = await import(pathToFileURL(join(ROOT, 'dist', 'bench', 'lib', 'ports.js')).href);
+  return ports.freePort();
 }
 
 async function waitFor(check, what, timeoutMs = 60_000) {
