@@ -2,6 +2,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo, Socket } from 'node:net';
 import { systemClock, type Clock } from '../platform/clock.js';
 import { silentLogger, type Logger } from '../platform/logger.js';
+import { listenOnSteadyPort } from '../platform/steady-port.js';
 import { parseVendorTime } from '../time/vendor-time.js';
 import { parseJsonBody, readBody, sendJson } from '../http/body.js';
 import { FaultBook, parseFault, type Fault, type SimEndpoint } from './sim-faults.js';
@@ -94,13 +95,20 @@ export class Simulator {
       this.sockets.add(socket);
       socket.on('close', () => this.sockets.delete(socket));
     });
-    await new Promise<void>((resolve, reject) => {
-      server.once('error', reject);
-      server.listen(this.boundPort, this.opts.host ?? '127.0.0.1', () => {
-        server.off('error', reject);
-        resolve();
+    const host = this.opts.host ?? '127.0.0.1';
+    const port = this.boundPort;
+    if (port) {
+      await new Promise<void>((resolve, reject) => {
+        server.once('error', reject);
+        server.listen(port, host, () => {
+          server.off('error', reject);
+          resolve();
+        });
       });
-    });
+    } else {
+      // A port that the agent's polls, made while the uplink is cut, cannot take (steady-port.ts).
+      await listenOnSteadyPort(server, host);
+    }
     this.boundPort = (server.address() as AddressInfo).port;
     this.server = server;
   }
