@@ -51,9 +51,12 @@ target_arch() {
     aarch64|arm64) ARCH=arm64; LOADER=/lib/ld-linux-aarch64.so.1; DEB_ARCH=arm64 ;;
     *) die "$(uname -m) is not supported: chair-agent runs on 64-bit ARM (arm64) and x86-64 only" ;;
   esac
+  # Before the runtime: a 32-bit system on a 64-bit kernel (Raspberry Pi OS 32-bit on a Pi 4 or 5)
+  # never gets the runtime from npm ci, and "run npm ci" would send its admin round in a loop.
+  [ -e "$LOADER" ] && [ "$(getconf LONG_BIT 2>/dev/null || echo 64)" = 64 ] ||
+    die "this is a 32-bit system (its kernel is $(uname -m), its programs are 32-bit, no $LOADER): chair-agent needs a 64-bit OS; on a Raspberry Pi, install Raspberry Pi OS (64-bit)"
   RUNTIME_SRC="$SRC/node_modules/node-linux-$ARCH"
   [ -x "$RUNTIME_SRC/bin/node" ] || die "the pinned Node.js runtime is missing ($RUNTIME_SRC): run npm ci in $SRC"
-  [ -e "$LOADER" ] || die "this system cannot run the $DEB_ARCH runtime (no $LOADER): a 64-bit OS is needed"
   say "Node.js $("$RUNTIME_SRC/bin/node" --version) (pinned, from $RUNTIME_SRC)"
 }
 
