@@ -18,6 +18,35 @@ function step(args) {
   if (r.status !== 0) process.exit(r.status ?? 1);
 }
 
+/**
+ * esbuild (the bundle, and vitest's transforms) runs a binary from its platform package, which
+ * declares `engines: node >=18`. npm checks an optional package's engines against the Node.js
+ * that runs npm itself, not the pinned runtime, and silently leaves it out on an older one: npm
+ * 8.5 on Node.js 12, as Ubuntu 22.04's apt installs them. esbuild's own error then blames
+ * --omit=optional. Say what happened and what to install instead.
+ */
+function esbuildInstalled() {
+  const platformPackage = `@esbuild/${process.platform}-${process.arch}`;
+  try {
+    createRequire(require.resolve('esbuild')).resolve(`${platformPackage}/package.json`);
+    return;
+  } catch {
+    // left out: said below
+  }
+  // npm run sets this: "npm/8.5.1 node/v12.22.9 linux x64 ...".
+  const agent = /npm\/(\S+) node\/v(\d+)(\S*)/.exec(process.env['npm_config_user_agent'] ?? '');
+  const say = (line) => process.stderr.write(`build: npm ci left out esbuild's binary (${platformPackage}): ${line}\n`);
+  if (agent && Number(agent[2]) >= 18) {
+    say('was npm ci run with --omit=optional? Run npm ci again without it.');
+  } else {
+    say(`npm installs it only when the Node.js that runs npm is 18 or newer${agent ? `, and this was npm ${agent[1]} on Node.js ${agent[2]}${agent[3]}` : ''}.`);
+    process.stderr.write("build: install Node.js 22 or newer with its npm (nodejs.org or NodeSource: Ubuntu 22.04's own nodejs is 12), then run npm ci again.\n");
+  }
+  process.exit(1);
+}
+
+esbuildInstalled();
+
 step([require.resolve('typescript/bin/tsc'), '-p', 'tsconfig.build.json']);
 step([join(ROOT, 'scripts', 'bundle.mjs')]);
 chmodSync(join(ROOT, 'dist', 'agent', 'main.js'), 0o755);
