@@ -39,7 +39,8 @@ describe('chair-agent demo', () => {
   });
 
   it.skipIf(!hasScript)('on a terminal: draws chairs and LEDs, and its keys press a button and make a paid use', async () => {
-    const child = track(spawn('script', ['-qfec', `${process.execPath} ${MAIN} demo --minute-seconds 60`, '/dev/null'], { stdio: ['pipe', 'pipe', 'pipe'] }));
+    // script(1) hands its command to a shell: quoted, a checkout under "My Projects" works too.
+    const child = track(spawn('script', ['-qfec', `"${process.execPath}" "${MAIN}" demo --minute-seconds 60`, '/dev/null'], { stdio: ['pipe', 'pipe', 'pipe'] }));
     let screen = '';
     child.stdout.on('data', (d: Buffer) => (screen += d.toString()));
     const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
