@@ -27,8 +27,15 @@ function step(args) {
  */
 function esbuildInstalled() {
   const platformPackage = `@esbuild/${process.platform}-${process.arch}`;
+  let esbuild;
   try {
-    createRequire(require.resolve('esbuild')).resolve(`${platformPackage}/package.json`);
+    esbuild = require.resolve('esbuild');
+  } catch {
+    process.stderr.write('build: the build tools are not installed (npm ci leaves them out with --omit=dev, or when NODE_ENV is production): run npm ci without either.\n');
+    process.exit(1);
+  }
+  try {
+    createRequire(esbuild).resolve(`${platformPackage}/package.json`);
     return;
   } catch {
     // left out: said below
