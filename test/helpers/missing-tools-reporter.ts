@@ -18,6 +18,7 @@ const HOW: Record<string, string> = {
   'gpiod addon': 'they need the GPIO addon, which npm run build makes where a C compiler is (sudo apt install gcc libc6-dev; its "native:" line says what was missing)',
   systemd: 'they need systemd (systemctl, systemd-analyze, systemd-notify)',
   python3: 'install python3 to run them',
+  jinja2: "install python3-jinja2 to run them (sudo apt install python3-jinja2: the template engine Home Assistant renders the agent's payloads with)",
   chromium: 'install chromium to run them (sudo apt install chromium)',
   root: 'they run as root only',
   'a loop-mounted ext4 (root)': 'they run as root where a loop device can be mounted (a real ext4 the kernel makes read-only; e2fsprogs for mkfs.ext4 and e2fsck)',

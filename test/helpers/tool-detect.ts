@@ -12,7 +12,7 @@ import { loopCardWorks } from './loop-card.js';
  * reporter counts into one line at the end of the run ("N tests skipped: install mosquitto to
  * run them"). Nothing fails for a missing tool.
  */
-export type Tool = 'mosquitto' | 'mosquitto 2.0.12 or later' | 'mosquitto with websockets' | 'tinyproxy' | 'microsocks' | 'squid' | 'squid with ssl-bump' | 'nginx' | 'mosquitto clients' | 'curl' | 'prometheus' | 'gpiod addon' | 'systemd' | 'python3' | 'chromium' | 'rabbitmq' | 'root' | 'a Node.js older than 22' | 'prlimit' | 'openssl' | 'a loop-mounted ext4 (root)' | 'update-ca-certificates';
+export type Tool = 'mosquitto' | 'mosquitto 2.0.12 or later' | 'mosquitto with websockets' | 'tinyproxy' | 'microsocks' | 'squid' | 'squid with ssl-bump' | 'nginx' | 'mosquitto clients' | 'curl' | 'prometheus' | 'gpiod addon' | 'systemd' | 'python3' | 'jinja2' | 'chromium' | 'rabbitmq' | 'root' | 'a Node.js older than 22' | 'prlimit' | 'openssl' | 'a loop-mounted ext4 (root)' | 'update-ca-certificates';
 
 const onPath = (cmd: string): boolean => spawnSync('sh', ['-c', `command -v ${cmd}`], { stdio: 'ignore' }).status === 0;
 
@@ -39,6 +39,7 @@ const detect: Record<Tool, () => boolean> = {
   'gpiod addon': () => existsSync(addonPath() ?? ''),
   systemd: () => onPath('systemd-analyze') && onPath('systemctl') && onPath('systemd-notify') && analyzeWorks(),
   python3: () => spawnSync('python3', ['-c', 'import socket; socket.recv_fds']).status === 0,
+  jinja2: () => pythonWithJinja2() !== null,
   chromium: () => existsSync('/usr/bin/chromium'),
   rabbitmq: () => existsSync('/usr/lib/rabbitmq/bin/rabbitmq-server') && onPath('openssl'),
   root: () => process.getuid?.() === 0,
@@ -72,6 +73,19 @@ function mosquittoAtLeast(major: number, minor: number, patch: number): boolean 
   if (!v) return false;
   const [a = 0, b = 0, c = 0] = v;
   return a !== major ? a > major : b !== minor ? b > minor : c >= patch;
+}
+
+/**
+ * A Python 3.11 or later that has Jinja2, the engine Home Assistant renders templates with, or
+ * null. Debian's python3-jinja2 goes to /usr/bin/python3, which a user's PATH may put behind
+ * another Python (pyenv's, a virtualenv's).
+ */
+export function pythonWithJinja2(): string | null {
+  for (const python of ['python3', '/usr/bin/python3']) {
+    const r = spawnSync(python, ['-c', 'import sys, jinja2; sys.exit(sys.version_info < (3, 11))'], { stdio: 'ignore' });
+    if (r.status === 0) return python;
+  }
+  return null;
 }
 
 /** A system Node.js older than the agent needs (a distro's 18 or 20), or null. */

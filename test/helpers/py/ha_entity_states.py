@@ -1,0 +1,250 @@
+"""What Home Assistant shows for MQTT-discovered entities, given the messages it received.
+
+The templates are rendered by Jinja2 in the sandbox Home Assistant renders them in; what is done
+with the result is ported from Home Assistant's source (home-assistant/core, 2026):
+
+- helpers/template: Template.async_render_with_possible_json_value: `value` is the payload,
+  `value_json` the payload parsed as JSON when it parses, the result stripped; a template that
+  raises leaves the state as it was (the MQTT platforms pass a default). TemplateEnvironment is an
+  ImmutableSandboxedEnvironment whose Undefined logs "Template variable warning" when printed and
+  "Template variable error" when used further: both are reported here as problems.
+- components/mqtt/sensor.py, MqttSensor._update_state: "None" makes the state unknown; a sensor
+  that must be numeric ignores an empty result and takes any other; one without a device class
+  takes the text (over 255 characters is refused); a timestamp must parse as a date and time.
+- components/sensor/__init__.py: _numeric_state_expected, and SensorEntity.state, which refuses
+  a numeric sensor's non-numeric value and a timestamp without a time zone, and warns of a state
+  class or unit its device class does not allow (components/sensor/const.py:
+  DEVICE_CLASS_STATE_CLASSES and DEVICE_CLASS_UNITS, here for the device classes the agent uses).
+- components/mqtt/binary_sensor.py: payload_on (default "ON"), payload_off ("OFF") or "None";
+  an empty result is ignored, anything else is "No matching payload found" and ignored.
+- components/mqtt/entity.py, MqttAvailabilityMixin: each availability topic's template result
+  must equal its payload_available or payload_not_available; availability_mode latest (default),
+  all or any; an entity with no availability topic is available.
+
+stdin: {"entities": [{"platform", "config"}], "messages": [{"topic", "payload"}]} in the order
+received. stdout: {"entities": [{"unique_id", "platform", "state", "available", "problems"}]},
+with state as Home Assistant shows it ("unavailable", "unknown", "on", "off", or the value).
+"""
+import json
+import math
+import sys
+from datetime import datetime, timezone
+
+import jinja2
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+PAYLOAD_NONE = "None"
+MAX_LENGTH_STATE_STATE = 255
+NON_NUMERIC_DEVICE_CLASSES = {"date", "enum", "timestamp"}
+STATE_CLASSES = {"measurement", "measurement_angle", "total", "total_increasing"}
+# components/sensor/const.py; a device class missing here fails the check, to be added from there.
+DEVICE_CLASS_STATE_CLASSES = {
+    "duration": STATE_CLASSES,
+    "timestamp": set(),
+    "date": set(),
+    "enum": set(),
+    "monetary": {"total"},
+}
+DEVICE_CLASS_UNITS = {
+    "duration": {"\u03bcs", "ms", "s", "min", "h", "d", "w", "m", "y"},  # UnitOfTime
+}
+
+
+def make_environment(problems):
+    class LoggingUndefined(jinja2.Undefined):
+        def _fail_with_undefined_error(self, *args, **kwargs):
+            try:
+                return super()._fail_with_undefined_error(*args, **kwargs)
+            except self._undefined_exception as ex:
+                problems.append(f"Template variable error: {ex}")
+                raise
+
+        def __str__(self):
+            problems.append(f"Template variable warning: {self._undefined_message}")
+            return super().__str__()
+
+        def __iter__(self):
+            problems.append(f"Template variable warning: {self._undefined_message}")
+            return super().__iter__()
+
+        def __bool__(self):
+            problems.append(f"Template variable warning: {self._undefined_message}")
+            return super().__bool__()
+
+    return ImmutableSandboxedEnvironment(undefined=LoggingUndefined)
+
+
+def render(template, payload, problems):
+    """The result, or None where Home Assistant keeps the state as it was."""
+    if template is None:
+        return payload
+    variables = {"value": payload}
+    try:
+        variables["value_json"] = json.loads(payload)
+    except ValueError:
+        pass
+    try:
+        return make_environment(problems).from_string(template).render(**variables).strip()
+    except Exception as ex:  # Home Assistant logs "Error parsing value" and keeps the old state
+        problems.append(f"Error rendering {template!r} with {payload!r}: {type(ex).__name__}: {ex}")
+        return None
+
+
+def parse_datetime(text):
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00") if text.endswith("Z") else text)
+    except ValueError:
+        return None
+
+
+def numeric_expected(config):
+    if config.get("device_class") in NON_NUMERIC_DEVICE_CLASSES:
+        return False
+    if any(config.get(k) is not None for k in ("state_class", "unit_of_measurement", "suggested_display_precision")):
+        return True
+    return config.get("device_class") is not None
+
+
+class Entity:
+    def __init__(self, platform, config):
+        self.platform = platform
+        self.config = config
+        self.value = None  # None: unknown
+        self.problems = []
+        if "availability" in config:
+            self.avail = {a["topic"]: a for a in config["availability"]}
+        elif "availability_topic" in config:
+            self.avail = {config["availability_topic"]: {
+                "topic": config["availability_topic"],
+                "value_template": config.get("availability_template"),
+                "payload_available": config.get("payload_available", "online"),
+                "payload_not_available": config.get("payload_not_available", "offline"),
+            }}
+        else:
+            self.avail = {}
+        self.available_by_topic = {t: False for t in self.avail}
+        self.latest = False
+        if platform == "sensor":
+            self.check_classes()
+
+    def check_classes(self):
+        device_class = self.config.get("device_class")
+        state_class = self.config.get("state_class")
+        unit = self.config.get("unit_of_measurement")
+        if device_class is None:
+            return
+        if device_class not in DEVICE_CLASS_STATE_CLASSES:
+            self.problems.append(f"device class {device_class!r}: not in this port's table (add it from sensor/const.py)")
+            return
+        if state_class is not None and state_class not in DEVICE_CLASS_STATE_CLASSES[device_class]:
+            self.problems.append(f"is using state class {state_class!r} which is impossible considering device class {device_class!r}")
+        if device_class in NON_NUMERIC_DEVICE_CLASSES and unit is not None:
+            self.problems.append(f"a {device_class} sensor cannot have a unit of measurement ({unit!r})")
+        if device_class in DEVICE_CLASS_UNITS and unit not in DEVICE_CLASS_UNITS[device_class]:
+            self.problems.append(f"is using native unit of measurement {unit!r} which is not a valid unit for the device class {device_class!r}")
+
+    def receive(self, topic, payload):
+        if topic == self.config.get("state_topic"):
+            self.on_state(payload)
+        if topic in self.avail:
+            self.on_availability(topic, payload)
+
+    def on_availability(self, topic, payload):
+        a = self.avail[topic]
+        result = render(a.get("value_template"), payload, self.problems)
+        if result == a.get("payload_available", "online"):
+            self.available_by_topic[topic] = self.latest = True
+        elif result == a.get("payload_not_available", "offline"):
+            self.available_by_topic[topic] = self.latest = False
+        elif result is not None:
+            self.problems.append(f"availability on {topic}: {result!r} is neither available nor not available")
+
+    def on_state(self, payload):
+        result = render(self.config.get("value_template"), payload, self.problems)
+        if result is None:
+            return
+        if self.platform == "binary_sensor":
+            self.binary_state(result)
+        elif self.platform == "sensor":
+            self.sensor_state(result)
+
+    def binary_state(self, result):
+        if result == "":
+            self.problems.append("empty template output: ignored")
+        elif result == self.config.get("payload_on", "ON"):
+            self.value = "on"
+        elif result == self.config.get("payload_off", "OFF"):
+            self.value = "off"
+        elif result == PAYLOAD_NONE:
+            self.value = None
+        else:
+            self.problems.append(f"No matching payload found: {result!r}")
+
+    def sensor_state(self, result):
+        if result == PAYLOAD_NONE:
+            self.value = None
+            return
+        if numeric_expected(self.config):
+            if result == "":
+                return
+            try:
+                number = float(result)
+            except ValueError:
+                number = math.nan
+            if not math.isfinite(number):
+                self.problems.append(f"numeric sensor given the non-numeric value {result!r}")
+                return
+            self.value = result
+            return
+        device_class = self.config.get("device_class")
+        if device_class in (None, "enum"):
+            if len(result) > MAX_LENGTH_STATE_STATE:
+                self.problems.append(f"state longer than {MAX_LENGTH_STATE_STATE} characters: {result[:40]!r}...")
+                return
+            self.value = result
+            return
+        when = parse_datetime(result)
+        if when is None:
+            self.problems.append(f"Invalid state message {result!r}")
+            self.value = None
+            return
+        if device_class == "timestamp":
+            if when.tzinfo is None:
+                self.problems.append(f"Invalid datetime {result!r}: missing timezone information")
+                self.value = None
+                return
+            self.value = when.astimezone(timezone.utc).isoformat(timespec="seconds")
+        else:
+            self.value = when.date().isoformat()
+
+    @property
+    def available(self):
+        if not self.avail:
+            return True
+        mode = self.config.get("availability_mode", "latest")
+        if mode == "all":
+            return all(self.available_by_topic.values())
+        if mode == "any":
+            return any(self.available_by_topic.values())
+        return self.latest
+
+    def shown(self):
+        if not self.available:
+            return "unavailable"
+        return "unknown" if self.value is None else self.value
+
+
+def main():
+    request = json.load(sys.stdin)
+    entities = [Entity(e["platform"], e["config"]) for e in request["entities"]]
+    for m in request["messages"]:
+        for e in entities:
+            e.receive(m["topic"], m["payload"])
+    json.dump({"entities": [
+        {"unique_id": e.config.get("unique_id"), "platform": e.platform, "state": e.shown(), "available": e.available, "problems": e.problems}
+        for e in entities
+    ]}, sys.stdout)
+
+
+if __name__ == "__main__":
+    main()
