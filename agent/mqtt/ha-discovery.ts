@@ -75,7 +75,8 @@ function defaultEntityId(component: Entity['component'], id: string): string {
 /**
  * Home Assistant MQTT discovery: one HA device per chair (status, remaining time, running,
  * seated, and a Start button that publishes the normal start command), linked to one device for
- * the site box (backlog, vendor reachable, broker, last sync). Every chair entity is available
+ * the site box (backlog, vendor reachable, broker, last sync, and today's uses, minutes and
+ * takings). Every chair entity is available
  * only while both the agent (bridge/state) and the chair (its availability topic) are online.
  * Configs are retained and announced again on every connect and whenever Home Assistant's birth
  * message ("online" on <prefix>/status) arrives, at most once per BIRTH_INTERVAL_MS. Unique ids
@@ -228,7 +229,25 @@ export class HaDiscovery implements Component {
       base('vendor', 'Vendor API', 'binary_sensor', { state_topic: t.bridgeInfo, value_template: "{{ 'ON' if value_json.vendor.reachable else 'OFF' }}", device_class: 'connectivity', ...agentUp }),
       base('broker', 'Broker', 'binary_sensor', { state_topic: t.bridgeState, value_template: "{{ 'ON' if value_json.state == 'online' else 'OFF' }}", device_class: 'connectivity' }),
       base('last_sync', 'Last sync', 'sensor', { state_topic: t.bridgeInfo, value_template: '{{ value_json.lastSyncAt }}', device_class: 'timestamp', ...agentUp }),
+      ...this.todayEntities(site),
       ...(this.deps.webhookHttps ? [this.certificateEntity(site)] : []),
+    ];
+  }
+
+  /**
+   * Today at a glance (B/summary) for the site: uses, minutes and takings (the total over every
+   * payment method). Each goes back to 0 at the site's midnight, which total_increasing tells
+   * Home Assistant's statistics is a new count, not a loss. The takings have no unit: the
+   * vendor's Amount names no currency.
+   */
+  private todayEntities(site: string): Entity[] {
+    const t = this.deps.topics;
+    const today = (objectId: string, name: string, field: string, extra: Record<string, unknown>): Entity =>
+      this.siteEntity(site, objectId, name, 'sensor', { state_topic: t.summary, value_template: `{{ value_json.site.${field} }}`, state_class: 'total_increasing', ...extra, ...AGENT_UP(t) });
+    return [
+      today('uses_today', 'Uses today', 'uses', { unit_of_measurement: 'uses', icon: 'mdi:counter' }),
+      today('minutes_today', 'Minutes today', 'minutes', { device_class: 'duration', unit_of_measurement: 'min' }),
+      today('takings_today', 'Takings today', 'total', { icon: 'mdi:cash-register' }),
     ];
   }
 

@@ -91,12 +91,15 @@ const chair = (id: string): string => `${site}_${id}`;
 
 describeWith(['jinja2', 'mosquitto', 'openssl'], "Home Assistant's view of the agent, rendered by Jinja2", () => {
   it('shows each chair and the site box with the values the agent published, and logs nothing', async () => {
-    await waitFor(() => configs().length === 15, 'the 15 discovery configs'); // 5 site box (with the certificate) + 5 per chair
+    await waitFor(() => configs().length === 18, 'the 18 discovery configs'); // 8 site box (with the certificate) + 5 per chair
     await waitFor(() => json(sub.last(`${B}/bridge/info`)?.text)['lastSyncAt'] != null, 'a first transaction sync in bridge/info');
     // Home Assistant's Start button: it publishes payload_press on command_topic.
     const start = configs().find((c) => c.config['unique_id'] === `${chair('MC7001')}_start`)?.config ?? {};
     await sub.client.publishAsync(start['command_topic'] as string, start['payload_press'] as string, { qos: 1 });
     await waitFor(() => json(sub.last(`${B}/chairs/MC7001`)?.text)['running'] === true, 'MC7001 running');
+    // And a customer pays on the other chair: both uses reach today's figures by the sync.
+    sim.paidUse('MC7002', 5);
+    await waitFor(() => (json(sub.last(`${B}/summary`)?.text)['site'] as Record<string, unknown> | undefined)?.['uses'] === 2, "both uses in today's summary");
 
     const states = shown();
     expect(problems(states)).toEqual([]);
@@ -104,6 +107,12 @@ describeWith(['jinja2', 'mosquitto', 'openssl'], "Home Assistant's view of the a
     const mc7001 = json(sub.last(`${B}/chairs/MC7001`)?.text);
     const mc7002 = json(sub.last(`${B}/chairs/MC7002`)?.text);
     expect(state(states, `${site}_backlog`)).toBe(String((info['backlog'] as Record<string, unknown>)['pending']));
+    const today = json(sub.last(`${B}/summary`)?.text)['site'] as Record<string, unknown>;
+    expect(state(states, `${site}_uses_today`)).toBe('2');
+    expect(state(states, `${site}_minutes_today`)).toBe(String(today['minutes']));
+    expect(Number(state(states, `${site}_minutes_today`))).toBeGreaterThanOrEqual(10);
+    expect(state(states, `${site}_takings_today`)).toBe(today['total']);
+    expect(Number(state(states, `${site}_takings_today`))).toBeGreaterThan(0);
     expect(state(states, `${site}_vendor`)).toBe('on');
     expect(state(states, `${site}_broker`)).toBe('on');
     // Timestamps are shown in UTC: the agent's are in the site's offset, and must carry it.
@@ -128,7 +137,7 @@ describeWith(['jinja2', 'mosquitto', 'openssl'], "Home Assistant's view of the a
     expect(problems(states)).toEqual([]);
     expect(state(states, `${site}_broker`)).toBe('off');
     const others = [...states.values()].filter((e) => e.unique_id !== `${site}_broker`);
-    expect(others).toHaveLength(14);
+    expect(others).toHaveLength(17);
     expect(others.filter((e) => e.state !== 'unavailable').map((e) => e.unique_id)).toEqual([]);
   });
 });

@@ -255,11 +255,11 @@ describeWith('mosquitto', 'Home Assistant discovery', () => {
   };
 
   it('announces a device per chair and one for the site box, with what HA requires', async () => {
-    await waitFor(() => configs().size >= 14, 'every discovery config');
+    await waitFor(() => configs().size >= 17, 'every discovery config');
     const all = [...configs().entries()].filter(([, c]) => c !== null) as [string, Record<string, unknown>][];
-    expect(all).toHaveLength(14); // 4 site-box entities + 5 for each of the 2 chairs
+    expect(all).toHaveLength(17); // 7 site-box entities + 5 for each of the 2 chairs
     const uniqueIds = new Set(all.map(([, c]) => c['unique_id']));
-    expect(uniqueIds.size).toBe(14);
+    expect(uniqueIds.size).toBe(17);
     for (const [topic, c] of all) {
       expect(topic).toMatch(/^homeassistant\/(sensor|binary_sensor|button)\/[A-Za-z0-9_-]+\/[A-Za-z0-9_-]+\/config$/);
       expect(c).toMatchObject({ name: expect.any(String), unique_id: expect.any(String), device: { identifiers: [expect.any(String)] } });
@@ -286,7 +286,7 @@ describeWith('mosquitto', 'Home Assistant discovery', () => {
   it("announces again when Home Assistant's birth message says online", async () => {
     const since = sub.mark();
     await sub.client.publishAsync('homeassistant/status', 'online', { qos: 1 });
-    await waitFor(() => configs(since).size >= 14, 'the configs again');
+    await waitFor(() => configs(since).size >= 17, 'the configs again');
   });
 
   it('clears the configs of a chair that is gone, after a restart, and keeps the unique ids', async () => {
