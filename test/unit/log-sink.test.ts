@@ -1,28 +1,7 @@
 import { Writable } from 'node:stream';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { StreamLogSink, streamLogSink } from '../../agent/platform/log-sink.js';
-
-/** A stream whose reader is stalled until `drain()`: everything written stays queued. */
-class StalledPipe extends Writable {
-  readonly written: string[] = [];
-  private pending: (() => void)[] = [];
-  override _write(chunk: Buffer, _enc: BufferEncoding, done: () => void): void {
-    if (chunk.length > 0) this.written.push(chunk.toString());
-    this.pending.push(done);
-  }
-  drain(): void {
-    for (const done of this.pending.splice(0)) done();
-  }
-}
-
-/** A stream that keeps each write it is given, as given. */
-class Recorder extends Writable {
-  readonly writes: string[] = [];
-  override _write(chunk: Buffer, _enc: BufferEncoding, done: () => void): void {
-    if (chunk.length > 0) this.writes.push(chunk.toString());
-    done();
-  }
-}
+import { Recorder, StalledPipe } from '../helpers/streams.js';
 
 const line = (n: number): string => `${JSON.stringify({ level: 'info', n, msg: 'x'.repeat(80) })}\n`;
 
