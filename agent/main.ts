@@ -13,6 +13,7 @@ import { useSystemCaStore } from './platform/system-trust.js';
 import * as nodeModule from 'node:module';
 import type { Writable } from 'node:stream';
 import { createWriteStream, fstatSync } from 'node:fs';
+import { errorLinesForJournal, isJournalStream } from './platform/journal-priority.js';
 
 /** After a stop signal the process is gone within this time, cleanly or not. */
 const STOP_DEADLINE_MS = 10_000;
@@ -30,6 +31,15 @@ function logOutput(): Writable {
     // no stdout to stat: the write stream reports its own failure, and the sink drops
   }
   return createWriteStream('', { fd: 1, autoClose: false });
+}
+
+/** Whether fd 1 (or 2) is the journal stream systemd names in JOURNAL_STREAM (a service's output). */
+function isJournal(fd: 1 | 2, env: NodeJS.ProcessEnv): boolean {
+  try {
+    return isJournalStream(env['JOURNAL_STREAM'], fstatSync(fd, { bigint: true }));
+  } catch {
+    return false;
+  }
 }
 
 async function dispatch(args: ParsedArgs, ctx: CommandContext): Promise<number> {
@@ -150,13 +160,14 @@ async function main(): Promise<void> {
   const ctx: CommandContext = {
     env: process.env,
     stdout: (t) => void process.stdout.write(t),
-    stderr: (t) => void process.stderr.write(t),
+    stderr: isJournal(2, process.env) ? (t) => void process.stderr.write(errorLinesForJournal(t)) : (t) => void process.stderr.write(t),
     signal: stop.signal,
     stdin: process.stdin.isTTY ? process.stdin : undefined,
     input: process.stdin,
     inputIsTTY: process.stdin.isTTY === true,
     stdoutIsTTY: process.stdout.isTTY === true,
     logOutput,
+    stdoutIsJournal: isJournal(1, process.env),
     pid: process.pid,
     onWarning: (handler) => void (onWarning = handler),
   };

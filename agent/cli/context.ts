@@ -15,6 +15,8 @@ export interface CommandContext {
   stdoutIsTTY: boolean;
   /** Standard output as a stream for `run`'s log lines, made on first call (platform/log-sink.ts). */
   logOutput?: (() => Writable) | undefined;
+  /** Standard output is journald's stream (platform/journal-priority.ts): `run`'s lines carry their priority. */
+  stdoutIsJournal?: boolean;
   pid: number;
   /**
    * Where Node.js's process warnings go (an experimental API a dependency uses, a listener leak):

@@ -1,5 +1,6 @@
 import type { Writable } from 'node:stream';
 import type { DestinationStream } from 'pino';
+import { withJournalPriority } from './journal-priority.js';
 
 /** What a stalled reader may leave queued in the agent: past it, lines are dropped and counted. */
 export const LOG_QUEUE_MAX_BYTES = 1024 * 1024;
@@ -17,6 +18,8 @@ export interface LogSinkOptions {
    */
   reopen?: () => Writable;
   retryMs?: number;
+  /** The stream is journald's: each line starts with its priority (journal-priority.ts). */
+  journal?: boolean;
 }
 
 /**
@@ -72,7 +75,7 @@ export class StreamLogSink implements DestinationStream {
       return;
     }
     this.reportDropped();
-    this.out.write(line);
+    this.out.write(this.opts.journal ? withJournalPriority(line) : line);
   }
 
   /** The reader caught up (the stream's 'drain'): the count goes out now, not with some later line. */
@@ -81,7 +84,8 @@ export class StreamLogSink implements DestinationStream {
     const count = this.dropped;
     this.dropped = 0;
     // If this write fails too (the file still full), the count is kept for the next stream.
-    this.out.write(droppedLine(count, this.failedSince, this.now()), (err) => {
+    const line = droppedLine(count, this.failedSince, this.now());
+    this.out.write(this.opts.journal ? withJournalPriority(line) : line, (err) => {
       if (err) this.dropped += count;
     });
     this.failedSince = false;

@@ -12,6 +12,11 @@
 #                           (RestartPreventExitStatus=78); that exit clears the record, so the
 #                           next manual start runs.
 log=${CHAIR_AGENT_CRASH_LOG:-/var/lib/chair-agent/crashes}
+# "<3>" when standard error is journald's stream (its device:inode is JOURNAL_STREAM), which then
+# files the line as an error (the unit's SyslogLevelPrefix=, on by default), as the agent does its own.
+err_prefix() {
+  [ -n "${JOURNAL_STREAM:-}" ] && [ "$(stat -L -c '%d:%i' "/proc/$$/fd/2" 2>/dev/null)" = "$JOURNAL_STREAM" ] && printf '<3>'
+}
 WINDOW_S=300
 MAX=5
 case "${1:-}" in
@@ -26,7 +31,7 @@ case "${1:-}" in
     [ -f "$log" ] || exit 0
     n=$(awk -v since="$(( $(date +%s) - WINDOW_S ))" '$1 >= since { n++ } END { print n + 0 }' "$log")
     if [ "$n" -ge "$MAX" ]; then
-      echo "chair-agent: it crashed $n times in the last 5 minutes, so it is not restarted again by itself; journalctl -u chair-agent says why. After fixing that: sudo systemctl restart chair-agent" >&2
+      echo "$(err_prefix)chair-agent: it crashed $n times in the last 5 minutes, so it is not restarted again by itself; journalctl -u chair-agent says why. After fixing that: sudo systemctl restart chair-agent" >&2
       rm -f "$log"
       exit 78
     fi

@@ -9,6 +9,8 @@ exec > /dev/console 2>&1
 fail() { echo "SYSTEMD-TEST FAIL: $*"; journalctl -u chair-agent -o cat --no-pager | tail -20; systemctl poweroff -ff; exit 1; }
 ok() { echo "ok: $*"; }
 journal() { journalctl -u chair-agent -o cat --no-pager; }
+# What journald filed at this priority or worse (journalctl -p): "warning", "err".
+journal_at() { journalctl -u chair-agent -p "$1" -o cat --no-pager; }
 # The config the steps below run with; $1 is its webhook section, $2 its gpio section (sim by
 # default), $3 the vendor's URL (a closed port by default).
 write_config() {
@@ -36,6 +38,10 @@ starts=$(journal | grep -c 'configuration error')
 journal | grep -q 'Start request repeated too quickly' && fail "systemd's start limit locked the installer out"
 systemctl status chair-agent --no-pager 2>&1 | grep -q 'start-limit-hit' && fail "start-limit-hit"
 ok "8 manual restarts with a bad config: all 8 ran (exit 78 each), no start limit"
+errs=$(journal_at err | grep -c 'configuration error')
+[ "$errs" -ge 8 ] || fail "journalctl -p err has $errs of the 8 configuration errors: journald did not file them as errors"
+journal | grep -q '^<[0-9]>' && fail "a line kept its priority prefix: journald did not strip it ($(journal | grep -m1 '^<[0-9]>' | cut -c1-60))"
+ok "journalctl -p err shows each configuration error (the agent writes its priority, journald strips it)"
 
 # 1b. doctor reads the config as the service would: made 0600 root (an editor's copy, a restore),
 #     root reads it and the service would stop at start. Put back as setup.sh installs it.
@@ -76,6 +82,7 @@ sleep 8
 state=$(systemctl show -p ActiveState --value chair-agent)
 [ "$state" = failed ] || [ "$state" = inactive ] || fail "after the guard the service is $state"
 ok "after 5 crashes the guard stopped it: $state, not restarted ($(journal | grep -m1 'crashed 5 times' | cut -c1-60)...)"
+journal_at err | grep -q 'crashed 5 times' || fail "journalctl -p err does not show the crash guard's line"
 
 # 3. The next manual start runs.
 started=$(journal | grep -c '"msg":"agent started"')
@@ -94,6 +101,16 @@ until [ "$(journal | grep -c '"msg":"agent started"')" -gt "$started" ]; do
   sleep 0.2
 done
 ok "its JSON lines reach the journal through stdout ($out)"
+# Each line at its level's priority: with no broker and no vendor there are warnings, and
+# journalctl -p warning shows them and no line of level info.
+n=0
+until journal_at warning | grep -q '^{"level":"warn"'; do
+  n=$((n + 1)); [ $n -gt 300 ] && fail "journalctl -p warning shows no warning of the agent: $(journal_at warning | tail -3)"
+  sleep 0.2
+done
+journal_at warning | grep -q '^{"level":"info"' && fail "journalctl -p warning shows info lines: $(journal_at warning | grep -m1 '^{"level":"info"' | cut -c1-80)"
+journalctl -u chair-agent -p info -o cat --no-pager | grep -q '"msg":"agent started"' || fail "journalctl -p info lacks \"agent started\""
+ok "journalctl -p warning shows its warnings and errors, and no info line ($(journal_at warning | grep -c '^{"level"') lines)"
 
 # 5. The webhook on a port of its own (webhook.port), as the unit's sandbox runs it: the vendor's
 #    port stores a signed record and serves nothing else; the LAN's port keeps health and no longer

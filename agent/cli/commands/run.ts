@@ -37,7 +37,7 @@ export async function runCommand(args: ParsedArgs, ctx: CommandContext, loading?
   if (!loaded) return EXIT_CONFIG;
   const { config } = loaded;
   const pretty = args.values['pretty'] === true ? await prettyDestination(ctx) : undefined;
-  const sink = pretty || !ctx.logOutput ? undefined : streamLogSink(ctx.logOutput(), { reopen: ctx.logOutput });
+  const sink = pretty || !ctx.logOutput ? undefined : streamLogSink(ctx.logOutput(), { reopen: ctx.logOutput, journal: ctx.stdoutIsJournal === true });
   const destination = pretty ?? sink;
   const logger = createLogger({ level: config.log.level, destination, secrets: secretValues(config) });
   const nodeLog = logger.child({ component: 'node' });
