@@ -91,6 +91,8 @@ export class TransactionSync implements Component {
   readonly name = 'transaction-sync';
   private job: ScheduledJob | null = null;
   private running: Promise<SyncResult> | null = null;
+  /** The run asked for while one was under way: it starts when that one ends. */
+  private next: Promise<SyncResult> | null = null;
   private abort = new AbortController();
   /** The end of the last completed window (naive vendor time); undefined until read from the store. */
   private cursor: number | null | undefined = undefined;
@@ -121,15 +123,32 @@ export class TransactionSync implements Component {
     this.job = null;
     this.abort.abort();
     await this.running?.catch(() => undefined);
+    await this.next?.catch(() => undefined);
   }
 
-  /** One run now; joins the run under way instead of overlapping it. */
+  /**
+   * A run that reads the vendor's list after this call. Runs never overlap: while one is under
+   * way (it may have read its pages already), one more is queued to start when it ends, and every
+   * call made meanwhile shares that one. Joining the run under way instead would answer a `sync`
+   * request, or a scheduled run, with a list read before the records it was asked for.
+   */
   run(): Promise<SyncResult> {
-    if (!this.running) {
-      this.running = this.sync().finally(() => {
-        this.running = null;
+    if (this.next) return this.next;
+    if (!this.running) return this.begin();
+    this.next = this.running
+      .catch(() => undefined)
+      .then(() => {
+        this.next = null;
+        if (this.abort.signal.aborted) throw new Error('the transaction sync is stopping');
+        return this.begin();
       });
-    }
+    return this.next;
+  }
+
+  private begin(): Promise<SyncResult> {
+    this.running = this.sync().finally(() => {
+      this.running = null;
+    });
     return this.running;
   }
 

@@ -11,6 +11,8 @@ import type { Scheduler } from '../../agent/time/scheduler.js';
 import { Simulator } from '../../agent/simulator/simulator.js';
 import { Outbox } from '../../agent/store/outbox.js';
 import { UndiciVendorApi } from '../../agent/vendor/undici-vendor-api.js';
+import type { VendorApi } from '../../agent/vendor/vendor-api.js';
+import { waitFor } from '../helpers/wait.js';
 import { VendorClock } from '../../agent/time/vendor-clock.js';
 import { instantToNaive, parseNaive } from '../../agent/time/vendor-time.js';
 
@@ -20,13 +22,13 @@ let sim: Simulator;
 /** A scheduler that never fires: the tests run syncs themselves. */
 const manual: Scheduler = { schedule: () => ({ stop: () => undefined }) };
 
-function setup(settings: Partial<SyncSettings> = {}, path?: string) {
+function setup(settings: Partial<SyncSettings> = {}, path?: string, wrap: (v: VendorApi) => VendorApi = (v) => v) {
   const dbPath = path ?? join(mkdtempSync(join(tmpdir(), 'sync-')), 'agent.db');
   const outbox = new Outbox({ path: dbPath });
   outbox.open();
   const vendor = new UndiciVendorApi({ baseUrl: sim.url, apiKey: KEY, timeoutMs: 2000, retries: 0, clock: systemClock, logger: silentLogger() });
   const sync = new TransactionSync({
-    vendor,
+    vendor: wrap(vendor),
     outbox,
     scheduler: manual,
     clock: systemClock,
@@ -128,12 +130,47 @@ describe('transaction sync', () => {
     await t.close();
   });
 
-  it('never runs over itself', async () => {
+  it('never runs over itself: what is asked for during a run is one more run after it', async () => {
     sim.model.backfill(100, 3_600_000);
     const t = setup();
-    const [a, b] = await Promise.all([t.sync.run(), t.sync.run()]);
-    expect(a).toBe(b);
-    expect(sim.requests.transactions).toBe(a.requests);
+    const first = t.sync.run();
+    const [second, third] = [t.sync.run(), t.sync.run()];
+    expect(third).toBe(second);
+    const [a, b] = await Promise.all([first, second]);
+    expect(a.inserted).toBe(100);
+    expect(b.inserted).toBe(0);
+    expect(sim.requests.transactions).toBe(a.requests + b.requests);
+    await t.close();
+  });
+
+  it('answers a run asked for while one is under way with what the vendor added meanwhile', async () => {
+    sim.model.backfill(5, 3_600_000);
+    // The first run's pages are read, then held: it is under way when the record comes.
+    let release = (): void => undefined;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    let reads = 0;
+    const t = setup({}, undefined, (v) =>
+      Object.assign(Object.create(v) as VendorApi, {
+        listTransactions: async (...args: Parameters<VendorApi['listTransactions']>) => {
+          const page = await v.listTransactions(...args);
+          reads += 1;
+          await held;
+          return page;
+        },
+      }),
+    );
+    const started = Date.now();
+    const first = t.sync.run();
+    await waitFor(() => reads > 0, 'the first run reading the list');
+    // A record dated after the first run's window ends (the vendor's times are whole seconds).
+    await waitFor(() => Math.floor(Date.now() / 1000) > Math.floor(started / 1000), 'the next second');
+    sim.model.backfill(1, 0);
+    const second = t.sync.run();
+    expect(second).not.toBe(first);
+    release();
+    expect((await first).inserted).toBe(5);
+    expect((await second).inserted).toBe(1);
+    expect(t.outbox.stats().pending).toBe(6);
     await t.close();
   });
 
