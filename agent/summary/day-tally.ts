@@ -1,3 +1,4 @@
+import { vendorTimeToIso } from '../time/vendor-time.js';
 import { addDecimal, formatDecimal, parseDecimal, ZERO, type Decimal } from './decimal.js';
 
 /** A stored transaction record, as the outbox hands it over. */
@@ -22,6 +23,11 @@ export interface DaySummary {
   /** The site's day, "YYYY-MM-DD" in site.timezone. */
   date: string;
   timeZone: string;
+  /**
+   * When the day began: its midnight in site.timezone, ISO 8601 with the offset (null before the
+   * first day is known). Home Assistant reads it as the takings' last reset.
+   */
+  startedAt: string | null;
   site: DayTotals & {
     /** Uses whose Amount was not a decimal: counted as uses, not in takings. */
     unreadAmounts: number;
@@ -120,6 +126,7 @@ export class DayTally {
     return {
       date: this.date,
       timeZone: this.timeZone,
+      startedAt: vendorTimeToIso(`${this.date} 00:00:00`, this.timeZone),
       site: { ...totals(site), unreadAmounts },
       chairs: Object.fromEntries([...chairs].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([id, sums]) => [id, totals(sums)])),
     };
