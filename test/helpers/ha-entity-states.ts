@@ -1,4 +1,4 @@
-import { spawnSync } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { pythonWithJinja2 } from './tool-detect.js';
 
@@ -20,11 +20,22 @@ export interface HaEntityState {
  * these messages, in this order: their templates rendered by Jinja2 as Home Assistant renders
  * them, the results taken by the rules of its MQTT sensor, binary sensor and availability.
  */
-export function haEntityStates(configs: { platform: string; config: Record<string, unknown> }[], messages: { topic: string; payload: string }[]): Map<string, HaEntityState> {
+export async function haEntityStates(configs: { platform: string; config: Record<string, unknown> }[], messages: { topic: string; payload: string }[]): Promise<Map<string, HaEntityState>> {
   const python = pythonWithJinja2();
   if (python === null) throw new Error('no Python with Jinja2 (sudo apt install python3-jinja2)');
-  const r = spawnSync(python, [SCRIPT], { input: JSON.stringify({ entities: configs, messages }), encoding: 'utf8', maxBuffer: 16 * 1024 * 1024 });
-  if (r.status !== 0) throw new Error(`ha_entity_states.py: ${r.stderr}`);
-  const out = JSON.parse(r.stdout) as { entities: HaEntityState[] };
+  // Not spawnSync: the agent under test runs in this process, and must go on polling meanwhile.
+  const child = spawn(python, [SCRIPT], { stdio: ['pipe', 'pipe', 'pipe'] });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.setEncoding('utf8').on('data', (d: string) => (stdout += d));
+  child.stderr.setEncoding('utf8').on('data', (d: string) => (stderr += d));
+  const exited = new Promise<number | null>((resolve, reject) => {
+    child.on('error', reject);
+    child.on('close', resolve);
+  });
+  child.stdin.end(JSON.stringify({ entities: configs, messages }));
+  const status = await exited;
+  if (status !== 0) throw new Error(`ha_entity_states.py: ${stderr}`);
+  const out = JSON.parse(stdout) as { entities: HaEntityState[] };
   return new Map(out.entities.map((e) => [e.unique_id, e]));
 }

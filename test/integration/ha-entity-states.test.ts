@@ -71,7 +71,7 @@ function configs(): { platform: string; config: Record<string, unknown> }[] {
 }
 
 /** What Home Assistant shows now, by unique id, having received everything the subscriber has. */
-function shown(): Map<string, HaEntityState> {
+function shown(): Promise<Map<string, HaEntityState>> {
   return haEntityStates(
     configs(),
     sub.messages.map((m) => ({ topic: m.topic, payload: m.text })),
@@ -101,13 +101,14 @@ describeWith(['jinja2', 'mosquitto', 'openssl'], "Home Assistant's view of the a
     sim.paidUse('MC7002', 5);
     await waitFor(() => (json(sub.last(`${B}/summary`)?.text)['site'] as Record<string, unknown> | undefined)?.['uses'] === 2, "both uses in today's summary");
 
-    const states = shown();
-    expect(problems(states)).toEqual([]);
+    // What the agent last published, read in the same turn as shown() takes the messages.
     const info = json(sub.last(`${B}/bridge/info`)?.text);
     const mc7001 = json(sub.last(`${B}/chairs/MC7001`)?.text);
     const mc7002 = json(sub.last(`${B}/chairs/MC7002`)?.text);
-    expect(state(states, `${site}_backlog`)).toBe(String((info['backlog'] as Record<string, unknown>)['pending']));
     const today = json(sub.last(`${B}/summary`)?.text)['site'] as Record<string, unknown>;
+    const states = await shown();
+    expect(problems(states)).toEqual([]);
+    expect(state(states, `${site}_backlog`)).toBe(String((info['backlog'] as Record<string, unknown>)['pending']));
     expect(state(states, `${site}_uses_today`)).toBe('2');
     expect(state(states, `${site}_minutes_today`)).toBe(String(today['minutes']));
     expect(Number(state(states, `${site}_minutes_today`))).toBeGreaterThanOrEqual(10);
@@ -133,7 +134,7 @@ describeWith(['jinja2', 'mosquitto', 'openssl'], "Home Assistant's view of the a
   it('shows every entity unavailable, and the broker off, once the agent has stopped', async () => {
     await agent.stop();
     await sub.waitFor((m) => m.topic === `${B}/bridge/state` && m.text === '{"state":"offline"}', 'bridge/state offline');
-    const states = shown();
+    const states = await shown();
     expect(problems(states)).toEqual([]);
     expect(state(states, `${site}_broker`)).toBe('off');
     const others = [...states.values()].filter((e) => e.unique_id !== `${site}_broker`);
