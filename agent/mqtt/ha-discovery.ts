@@ -74,10 +74,10 @@ function defaultEntityId(component: Entity['component'], id: string): string {
 
 /**
  * Home Assistant MQTT discovery: one HA device per chair (status, remaining time, running,
- * seated, and a Start button that publishes the normal start command), linked to one device for
- * the site box (backlog, vendor reachable, broker, last sync, and today's uses, minutes and
- * takings). Every chair entity is available
- * only while both the agent (bridge/state) and the chair (its availability topic) are online.
+ * seated, a Start button that publishes the normal start command, and today's uses, minutes and
+ * takings), linked to one device for the site box (backlog, vendor reachable, broker, last sync,
+ * and the site's uses, minutes and takings today). A chair's live entities are available only
+ * while both the agent (bridge/state) and the chair (its availability topic) are online.
  * Configs are retained and announced again on every connect and whenever Home Assistant's birth
  * message ("online" on <prefix>/status) arrives, at most once per BIRTH_INTERVAL_MS. Unique ids
  * derive from the site id and DeviceId, so they survive restarts; a chair the registry forgets
@@ -236,19 +236,10 @@ export class HaDiscovery implements Component {
 
   /**
    * Today at a glance (B/summary) for the site: uses, minutes and takings (the total over every
-   * payment method). Each goes back to 0 at the site's midnight, which total_increasing tells
-   * Home Assistant's statistics is a new count, not a loss. The takings have no unit: the
-   * vendor's Amount names no currency.
+   * payment method).
    */
   private todayEntities(site: string): Entity[] {
-    const t = this.deps.topics;
-    const today = (objectId: string, name: string, field: string, extra: Record<string, unknown>): Entity =>
-      this.siteEntity(site, objectId, name, 'sensor', { state_topic: t.summary, value_template: `{{ value_json.site.${field} }}`, state_class: 'total_increasing', ...extra, ...AGENT_UP(t) });
-    return [
-      today('uses_today', 'Uses today', 'uses', { unit_of_measurement: 'uses', icon: 'mdi:counter' }),
-      today('minutes_today', 'Minutes today', 'minutes', { device_class: 'duration', unit_of_measurement: 'min' }),
-      today('takings_today', 'Takings today', 'total', { icon: 'mdi:cash-register' }),
-    ];
+    return todayFigures((objectId, name, extra) => this.siteEntity(site, objectId, name, 'sensor', { ...extra, ...AGENT_UP(this.deps.topics) }), this.deps.topics.summary, null);
   }
 
   /** When the webhook port's certificate expires ("None", so unknown, while none has loaded). */
@@ -311,8 +302,42 @@ export class HaDiscovery implements Component {
       base('running', 'Running', 'binary_sensor', { state_topic: state, value_template: "{{ 'ON' if value_json.running else 'OFF' }}", device_class: 'running' }),
       base('seated', 'Seated', 'binary_sensor', { state_topic: state, value_template: "{{ 'ON' if value_json.seated else 'OFF' }}", device_class: 'occupancy' }),
       base('start', 'Start', 'button', { command_topic: `${state}/start`, payload_press: '{}', icon: 'mdi:play' }),
+      // Today's figures are the agent's, not the chair's: shown while the agent is up, even when the vendor no longer lists the chair.
+      ...todayFigures(
+        (objectId, name, extra) => ({ component: 'sensor', objectId, config: { name, unique_id: `${node}_${objectId}`, default_entity_id: defaultEntityId('sensor', `${node}_${objectId}`), device, origin: this.origin(), ...extra, ...AGENT_UP(t) } }),
+        t.summary,
+        deviceId,
+      ),
     ];
   }
+}
+
+/**
+ * Uses, minutes and takings today (B/summary), of the site (deviceId null) or of one chair. Each
+ * goes back to 0 at the site's midnight, and is total_increasing, which tells Home Assistant's
+ * statistics the drop is a new count, not a loss. The takings have no unit: the vendor's Amount
+ * names no currency.
+ * A chair with no use today is not in the summary's chairs: its figures are 0, or unknown when the
+ * summary left every chair out (chairsOmitted, a payload over the broker's limit).
+ */
+function todayFigures(
+  make: (objectId: string, name: string, extra: Record<string, unknown>) => Entity,
+  topic: string,
+  deviceId: string | null,
+): Entity[] {
+  // The DeviceId as a Jinja string literal: JSON's escapes are ones Jinja reads.
+  const key = deviceId === null ? '' : JSON.stringify(deviceId);
+  const value = (field: string, zero: string): string =>
+    deviceId === null
+      ? `{{ value_json.site.${field} }}`
+      : `{{ value_json.chairs[${key}].${field} if ${key} in value_json.chairs else (none if value_json.chairsOmitted is defined else ${zero}) }}`;
+  const today = (objectId: string, name: string, field: string, zero: string, extra: Record<string, unknown>): Entity =>
+    make(objectId, name, { state_topic: topic, value_template: value(field, zero), state_class: 'total_increasing', ...extra });
+  return [
+    today('uses_today', 'Uses today', 'uses', '0', { unit_of_measurement: 'uses', icon: 'mdi:counter' }),
+    today('minutes_today', 'Minutes today', 'minutes', '0', { device_class: 'duration', unit_of_measurement: 'min' }),
+    today('takings_today', 'Takings today', 'total', "'0.00'", { icon: 'mdi:cash-register' }),
+  ];
 }
 
 function sameSet(a: Set<string>, b: Set<string>): boolean {

@@ -91,8 +91,14 @@ const chair = (id: string): string => `${site}_${id}`;
 
 describeWith(['jinja2', 'mosquitto', 'openssl'], "Home Assistant's view of the agent, rendered by Jinja2", () => {
   it('shows each chair and the site box with the values the agent published, and logs nothing', async () => {
-    await waitFor(() => configs().length === 18, 'the 18 discovery configs'); // 8 site box (with the certificate) + 5 per chair
+    await waitFor(() => configs().length === 24, 'the 24 discovery configs'); // 8 site box (with the certificate) + 8 per chair
     await waitFor(() => json(sub.last(`${B}/bridge/info`)?.text)['lastSyncAt'] != null, 'a first transaction sync in bridge/info');
+    await waitFor(() => sub.last(`${B}/summary`) !== undefined, "today's summary");
+    // A chair with no use today is not in the summary: Home Assistant shows 0 for it, not a problem.
+    const before = json(sub.last(`${B}/summary`)?.text)['chairs'] as Record<string, { uses: number }>;
+    const first = await shown();
+    expect(state(first, `${chair('MC7002')}_uses_today`)).toBe(String(before['MC7002']?.uses ?? 0));
+    expect(problems(first)).toEqual([]);
     // Home Assistant's Start button: it publishes payload_press on command_topic.
     const start = configs().find((c) => c.config['unique_id'] === `${chair('MC7001')}_start`)?.config ?? {};
     await sub.client.publishAsync(start['command_topic'] as string, start['payload_press'] as string, { qos: 1 });
@@ -105,15 +111,24 @@ describeWith(['jinja2', 'mosquitto', 'openssl'], "Home Assistant's view of the a
     const info = json(sub.last(`${B}/bridge/info`)?.text);
     const mc7001 = json(sub.last(`${B}/chairs/MC7001`)?.text);
     const mc7002 = json(sub.last(`${B}/chairs/MC7002`)?.text);
-    const today = json(sub.last(`${B}/summary`)?.text)['site'] as Record<string, unknown>;
+    const summary = json(sub.last(`${B}/summary`)?.text);
     const states = await shown();
     expect(problems(states)).toEqual([]);
     expect(state(states, `${site}_backlog`)).toBe(String((info['backlog'] as Record<string, unknown>)['pending']));
+    const today = summary['site'] as Record<string, unknown>;
     expect(state(states, `${site}_uses_today`)).toBe('2');
     expect(state(states, `${site}_minutes_today`)).toBe(String(today['minutes']));
     expect(Number(state(states, `${site}_minutes_today`))).toBeGreaterThanOrEqual(10);
     expect(state(states, `${site}_takings_today`)).toBe(today['total']);
     expect(Number(state(states, `${site}_takings_today`))).toBeGreaterThan(0);
+    // Each chair's own day: the start pressed in Home Assistant on MC7001, the paid use on MC7002.
+    const chairs = summary['chairs'] as Record<string, Record<string, unknown>>;
+    for (const id of ['MC7001', 'MC7002']) {
+      expect(state(states, `${chair(id)}_uses_today`)).toBe('1');
+      expect(state(states, `${chair(id)}_minutes_today`)).toBe(String(chairs[id]?.['minutes']));
+      expect(state(states, `${chair(id)}_takings_today`)).toBe(chairs[id]?.['total']);
+    }
+    expect(Number(state(states, `${chair('MC7002')}_takings_today`))).toBeGreaterThan(0);
     expect(state(states, `${site}_vendor`)).toBe('on');
     expect(state(states, `${site}_broker`)).toBe('on');
     // Timestamps are shown in UTC: the agent's are in the site's offset, and must carry it.
@@ -138,7 +153,7 @@ describeWith(['jinja2', 'mosquitto', 'openssl'], "Home Assistant's view of the a
     expect(problems(states)).toEqual([]);
     expect(state(states, `${site}_broker`)).toBe('off');
     const others = [...states.values()].filter((e) => e.unique_id !== `${site}_broker`);
-    expect(others).toHaveLength(17);
+    expect(others).toHaveLength(23);
     expect(others.filter((e) => e.state !== 'unavailable').map((e) => e.unique_id)).toEqual([]);
   });
 });

@@ -255,11 +255,11 @@ describeWith('mosquitto', 'Home Assistant discovery', () => {
   };
 
   it('announces a device per chair and one for the site box, with what HA requires', async () => {
-    await waitFor(() => configs().size >= 17, 'every discovery config');
+    await waitFor(() => configs().size >= 23, 'every discovery config');
     const all = [...configs().entries()].filter(([, c]) => c !== null) as [string, Record<string, unknown>][];
-    expect(all).toHaveLength(17); // 7 site-box entities + 5 for each of the 2 chairs
+    expect(all).toHaveLength(23); // 7 site-box entities + 8 for each of the 2 chairs
     const uniqueIds = new Set(all.map(([, c]) => c['unique_id']));
-    expect(uniqueIds.size).toBe(17);
+    expect(uniqueIds.size).toBe(23);
     for (const [topic, c] of all) {
       expect(topic).toMatch(/^homeassistant\/(sensor|binary_sensor|button)\/[A-Za-z0-9_-]+\/[A-Za-z0-9_-]+\/config$/);
       expect(c).toMatchObject({ name: expect.any(String), unique_id: expect.any(String), device: { identifiers: [expect.any(String)] } });
@@ -286,7 +286,7 @@ describeWith('mosquitto', 'Home Assistant discovery', () => {
   it("announces again when Home Assistant's birth message says online", async () => {
     const since = sub.mark();
     await sub.client.publishAsync('homeassistant/status', 'online', { qos: 1 });
-    await waitFor(() => configs(since).size >= 17, 'the configs again');
+    await waitFor(() => configs(since).size >= 23, 'the configs again');
   });
 
   it('clears the configs of a chair that is gone, after a restart, and keeps the unique ids', async () => {
@@ -296,7 +296,7 @@ describeWith('mosquitto', 'Home Assistant discovery', () => {
     // MC7003 leaves the config, and the site's Location changes: nothing lists it now.
     agent = newAgent({ vendor: { location: 'Airport T1' }, gpio: { driver: 'sim', chairs: [{ deviceId: 'MC7001', button: 17, led: 27 }] } });
     await agent.start();
-    await waitFor(() => [...configs(since).entries()].filter(([t, c]) => t.includes('MC7003') && c === null).length === 5, 'MC7003 cleared');
+    await waitFor(() => [...configs(since).entries()].filter(([t, c]) => t.includes('MC7003') && c === null).length === 8, 'MC7003 cleared');
     // Its retained state and availability are deleted from the broker too (empty retained messages).
     await sub.waitFor((m) => m.topic === `${B}/chairs/MC7003` && m.text === '', 'MC7003 state cleared', since);
     await sub.waitFor((m) => m.topic === `${B}/chairs/MC7003/availability` && m.text === '', 'MC7003 availability cleared', since);
@@ -319,7 +319,7 @@ describeWith('mosquitto', 'Home Assistant discovery', () => {
       const cleared = await sub.waitFor((m) => m.topic === `${B}/chairs/MC7004/availability` && m.text === '', 'MC7004 availability cleared', since);
       expect(sub.messages.indexOf(cleared)).toBeGreaterThan(sub.messages.indexOf(offline));
       await sub.waitFor((m) => m.topic === `${B}/chairs/MC7004` && m.text === '', 'MC7004 state cleared', since);
-      await waitFor(() => [...configs(since).entries()].filter(([t, c]) => t.includes('MC7004') && c === null).length === 5, 'MC7004 configs cleared');
+      await waitFor(() => [...configs(since).entries()].filter(([t, c]) => t.includes('MC7004') && c === null).length === 8, 'MC7004 configs cleared');
       expect(agent.registry.view('MC7004')).toBeNull();
       // The configured chair, missing from this Location's list all along, is kept.
       expect([...configs(since).entries()].filter(([t, c]) => t.includes('MC7001') && c === null)).toEqual([]);
@@ -329,6 +329,6 @@ describeWith('mosquitto', 'Home Assistant discovery', () => {
     const back = sub.mark();
     await sub.waitFor((m) => m.topic === `${B}/chairs/MC7004/availability` && m.text === '{"state":"online"}', 'MC7004 back online', back);
     await sub.waitFor((m) => m.topic === `${B}/chairs/MC7004` && m.text.includes('"deviceId":"MC7004"'), 'MC7004 state again', back);
-    await waitFor(() => [...configs(back).entries()].filter(([t, c]) => t.includes('MC7004') && c !== null).length === 5, 'MC7004 announced again');
+    await waitFor(() => [...configs(back).entries()].filter(([t, c]) => t.includes('MC7004') && c !== null).length === 8, 'MC7004 announced again');
   });
 });

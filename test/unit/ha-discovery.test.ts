@@ -58,8 +58,8 @@ function announced(supportUrl?: string, siteId = 'ladprao-01', webhookHttps = fa
 describe("Home Assistant discovery, against Home Assistant's own schemas", () => {
   it('every config is valid for its platform: default_entity_id, origin, and no key Home Assistant would drop', () => {
     const configs = [...announced('https://support.example.com/chairs')].filter(([t, payload]) => t.startsWith('homeassistant/') && payload !== '');
-    // The site box (4 entities) and three chairs (5 each): configured, listed, and an odd DeviceId.
-    expect(configs).toHaveLength(7 + 3 * 5);
+    // The site box (7 entities) and three chairs (8 each): configured, listed, and an odd DeviceId.
+    expect(configs).toHaveLength(7 + 3 * 8);
     for (const [topic, payload] of configs) {
       const platform = topic.split('/')[1] as HaPlatform;
       const config = JSON.parse(payload) as Record<string, unknown>;
@@ -81,7 +81,7 @@ describe("Home Assistant discovery, against Home Assistant's own schemas", () =>
     // site.id allows [a-z0-9_-]+: "--", "-_" and a trailing "-" all become "_" runs.
     const retained = announced(undefined, '-mall--01_-');
     const configs = [...retained].filter(([t, payload]) => t.startsWith('homeassistant/') && payload !== '');
-    expect(configs).toHaveLength(7 + 3 * 5);
+    expect(configs).toHaveLength(7 + 3 * 8);
     for (const [topic, payload] of configs) {
       const config = JSON.parse(payload) as Record<string, unknown>;
       expect(haSchemaErrors(topic.split('/')[1] as HaPlatform, config), topic).toEqual([]);
@@ -96,7 +96,7 @@ describe("Home Assistant discovery, against Home Assistant's own schemas", () =>
     const config = JSON.parse(https.get(topic) as string) as Record<string, unknown>;
     expect(haSchemaErrors('sensor', config)).toEqual([]);
     expect(config).toMatchObject({ state_topic: 'chair-agent/ladprao-01/bridge/info', device_class: 'timestamp', entity_category: 'diagnostic', default_entity_id: 'sensor.chair_agent_ladprao_01_webhook_certificate' });
-    expect([...https.keys()].filter((t) => t.startsWith('homeassistant/') && (https.get(t) ?? '') !== '')).toHaveLength(8 + 3 * 5);
+    expect([...https.keys()].filter((t) => t.startsWith('homeassistant/') && (https.get(t) ?? '') !== '')).toHaveLength(8 + 3 * 8);
     // A site that served HTTPS and no longer does: an empty retained config removes the entity.
     expect(announced().get(topic)).toBe('');
   });
