@@ -210,6 +210,7 @@ export function build(config: Config, deps: AgentDeps): Agent {
           supportUrl: config.homeassistant.supportUrl,
           configured: config.gpio.chairs.map((c) => c.deviceId),
           webhookHttps: config.webhook.enabled && config.webhook.port !== undefined && config.webhook.cert !== undefined,
+          currency: config.site.currency,
         }),
       ]
     : [];

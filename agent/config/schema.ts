@@ -62,6 +62,10 @@ const site = z.strictObject({
     z._default(text(z.refine(isValidTimeZone, 'not an IANA time zone (e.g. Asia/Bangkok)')), 'Asia/Bangkok'),
     'IANA zone of the vendor\'s "YYYY-MM-DD HH:MM:SS" times',
   ),
+  currency: described(
+    z.optional(text(z.regex(/^[A-Z]{3}$/, 'must be an ISO 4217 code in capitals (e.g. THB)'))),
+    "ISO 4217 code of the vendor's Amount (e.g. THB): Home Assistant then shows today's takings as money in it (the vendor's records name no currency)",
+  ),
 });
 
 const vendor = z.strictObject({

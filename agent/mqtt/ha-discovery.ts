@@ -38,6 +38,8 @@ export interface HaDiscoveryDeps {
   configured: readonly string[];
   /** The webhook port serves HTTPS (webhook.cert): the site box shows when its certificate expires. */
   webhookHttps?: boolean;
+  /** site.currency: the takings are money in it. */
+  currency?: string | undefined;
 }
 
 interface Entity {
@@ -239,7 +241,7 @@ export class HaDiscovery implements Component {
    * payment method).
    */
   private todayEntities(site: string): Entity[] {
-    return todayFigures((objectId, name, extra) => this.siteEntity(site, objectId, name, 'sensor', { ...extra, ...AGENT_UP(this.deps.topics) }), this.deps.topics.summary, null);
+    return todayFigures((objectId, name, extra) => this.siteEntity(site, objectId, name, 'sensor', { ...extra, ...AGENT_UP(this.deps.topics) }), this.deps.topics.summary, null, this.deps.currency);
   }
 
   /** When the webhook port's certificate expires ("None", so unknown, while none has loaded). */
@@ -307,6 +309,7 @@ export class HaDiscovery implements Component {
         (objectId, name, extra) => ({ component: 'sensor', objectId, config: { name, unique_id: `${node}_${objectId}`, default_entity_id: defaultEntityId('sensor', `${node}_${objectId}`), device, origin: this.origin(), ...extra, ...AGENT_UP(t) } }),
         t.summary,
         deviceId,
+        this.deps.currency,
       ),
     ];
   }
@@ -314,9 +317,10 @@ export class HaDiscovery implements Component {
 
 /**
  * Uses, minutes and takings today (B/summary), of the site (deviceId null) or of one chair. Each
- * goes back to 0 at the site's midnight, and is total_increasing, which tells Home Assistant's
- * statistics the drop is a new count, not a loss. The takings have no unit: the vendor's Amount
- * names no currency.
+ * goes back to 0 at the site's midnight. Uses and minutes are total_increasing, which tells Home
+ * Assistant's statistics the drop is a new count, not a loss. The takings have no unit unless
+ * site.currency names one (the vendor's Amount does not): then they are money (device class
+ * monetary, whose only state class is total), and the day's start is their last reset.
  * A chair with no use today is not in the summary's chairs: its figures are 0, or unknown when the
  * summary left every chair out (chairsOmitted, a payload over the broker's limit).
  */
@@ -324,6 +328,7 @@ function todayFigures(
   make: (objectId: string, name: string, extra: Record<string, unknown>) => Entity,
   topic: string,
   deviceId: string | null,
+  currency: string | undefined,
 ): Entity[] {
   // The DeviceId as a Jinja string literal: JSON's escapes are ones Jinja reads.
   const key = deviceId === null ? '' : JSON.stringify(deviceId);
@@ -333,10 +338,13 @@ function todayFigures(
       : `{{ value_json.chairs[${key}].${field} if ${key} in value_json.chairs else (none if value_json.chairsOmitted is defined else ${zero}) }}`;
   const today = (objectId: string, name: string, field: string, zero: string, extra: Record<string, unknown>): Entity =>
     make(objectId, name, { state_topic: topic, value_template: value(field, zero), state_class: 'total_increasing', ...extra });
+  const money = currency
+    ? { device_class: 'monetary', unit_of_measurement: currency, state_class: 'total', last_reset_value_template: "{{ value_json.get('startedAt') or '' }}", suggested_display_precision: 2 }
+    : {};
   return [
     today('uses_today', 'Uses today', 'uses', '0', { unit_of_measurement: 'uses', icon: 'mdi:counter' }),
     today('minutes_today', 'Minutes today', 'minutes', '0', { device_class: 'duration', unit_of_measurement: 'min' }),
-    today('takings_today', 'Takings today', 'total', "'0.00'", { icon: 'mdi:cash-register' }),
+    today('takings_today', 'Takings today', 'total', "'0.00'", { icon: 'mdi:cash-register', ...money }),
   ];
 }
 

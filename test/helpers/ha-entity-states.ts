@@ -11,6 +11,8 @@ export interface HaEntityState {
   /** "unavailable", "unknown", "on", "off", or the value (a timestamp in UTC). */
   state: string;
   available: boolean;
+  /** The last_reset attribute (ISO 8601) of a sensor whose state class is total, else null. */
+  last_reset: string | null;
   /** What Home Assistant would log as a warning or an error for this entity, and then ignore. */
   problems: string[];
 }

@@ -43,7 +43,7 @@ beforeAll(async () => {
   const config = testConfig(
     { vendorUrl: sim.url, brokerUrl: broker.url, dbPath: join(dir, 'agent.db') },
     {
-      site: { id: SITE },
+      site: { id: SITE, currency: 'THB' },
       transactions: { syncSchedule: '* * * * * *' },
       webhook: { port: await freePort(), cert: tls.cert, key: tls.key },
       gpio: { driver: 'sim', chairs: [{ deviceId: 'MC7001', button: 17, led: 27 }, { deviceId: 'MC7002', button: 22, led: 23 }] },
@@ -121,12 +121,15 @@ describeWith(['jinja2', 'mosquitto', 'openssl'], "Home Assistant's view of the a
     expect(Number(state(states, `${site}_minutes_today`))).toBeGreaterThanOrEqual(10);
     expect(state(states, `${site}_takings_today`)).toBe(today['total']);
     expect(Number(state(states, `${site}_takings_today`))).toBeGreaterThan(0);
+    // In THB, and reset at the site's midnight (Bangkok's: +07:00) of the day the summary is of.
+    expect(states.get(`${site}_takings_today`)?.last_reset).toBe(`${String(summary['date'])}T00:00:00+07:00`);
     // Each chair's own day: the start pressed in Home Assistant on MC7001, the paid use on MC7002.
     const chairs = summary['chairs'] as Record<string, Record<string, unknown>>;
     for (const id of ['MC7001', 'MC7002']) {
       expect(state(states, `${chair(id)}_uses_today`)).toBe('1');
       expect(state(states, `${chair(id)}_minutes_today`)).toBe(String(chairs[id]?.['minutes']));
       expect(state(states, `${chair(id)}_takings_today`)).toBe(chairs[id]?.['total']);
+      expect(states.get(`${chair(id)}_takings_today`)?.last_reset).toBe(states.get(`${site}_takings_today`)?.last_reset);
     }
     expect(Number(state(states, `${chair('MC7002')}_takings_today`))).toBeGreaterThan(0);
     expect(state(states, `${site}_vendor`)).toBe('on');

@@ -52,6 +52,7 @@ describe('configuration', () => {
     ['trusted proxies that are not addresses', 'http: {trustedProxies: [nginx.lan]}', 'http.trustedProxies[0]: must be an IP address or a CIDR range (192.168.1.5, 10.0.0.0/8) (got text "nginx.lan")'],
     ['an embedding origin with a path', 'http: {embedOrigins: ["http://ha.local:8123/lovelace"]}', 'http.embedOrigins[0]: must be an origin: http:// or https://, a host and an optional port, no path (https://ha.example.com:8123) (got text "http://ha.local:8123/lovelace")'],
     ['a bad time zone', 'site: {id: x, timezone: Mars/Olympus}', 'site.timezone: not an IANA time zone (e.g. Asia/Bangkok) (got text "Mars/Olympus")'],
+    ['a currency that is not an ISO 4217 code', 'site: {id: x, currency: baht}', 'site.currency: must be an ISO 4217 code in capitals (e.g. THB) (got text "baht")'],
     ['a bad cron expression', 'transactions: {syncSchedule: "* * 99 * *"}', 'transactions.syncSchedule: not a valid cron expression (dayOfMonth: 99 is a invalid expression for day of month) (got text "* * 99 * *")'],
     ['an unknown driver', 'gpio: {driver: wiringpi}', 'gpio.driver: must be one of "gpiod", "onoff", "sim" (got text "wiringpi")'],
     ['a pin off the header', 'gpio: {chairs: [{deviceId: A, led: 40}]}', 'gpio.chairs[0].led: must be <= 27 (got number 40)'],

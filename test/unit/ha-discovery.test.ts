@@ -25,7 +25,7 @@ function recordingBroker(): { broker: Broker; retained: Map<string, string>; pub
   return { broker, retained, published: () => count };
 }
 
-function discovery(supportUrl?: string, siteId = 'ladprao-01', webhookHttps = false) {
+function discovery(supportUrl?: string, siteId = 'ladprao-01', webhookHttps = false, currency?: string) {
   const { broker, retained, published } = recordingBroker();
   const clock = new FakeClock();
   const registry = new ChairRegistry({ timeZone: 'Asia/Bangkok', availableStatuses: ['Available'], staleAfterMs: 15_000, forgetAfterMs: 3_600_000, expected: [] });
@@ -45,12 +45,13 @@ function discovery(supportUrl?: string, siteId = 'ladprao-01', webhookHttps = fa
     supportUrl,
     configured: ['MC7002'],
     webhookHttps,
+    currency,
   });
   return { ha, broker, clock, retained, published };
 }
 
-function announced(supportUrl?: string, siteId = 'ladprao-01', webhookHttps = false): Map<string, string> {
-  const { ha, retained } = discovery(supportUrl, siteId, webhookHttps);
+function announced(supportUrl?: string, siteId = 'ladprao-01', webhookHttps = false, currency?: string): Map<string, string> {
+  const { ha, retained } = discovery(supportUrl, siteId, webhookHttps, currency);
   ha.announce();
   return retained;
 }
@@ -99,6 +100,23 @@ describe("Home Assistant discovery, against Home Assistant's own schemas", () =>
     expect([...https.keys()].filter((t) => t.startsWith('homeassistant/') && (https.get(t) ?? '') !== '')).toHaveLength(8 + 3 * 8);
     // A site that served HTTPS and no longer does: an empty retained config removes the entity.
     expect(announced().get(topic)).toBe('');
+  });
+
+  it("with site.currency, today's takings of the site and of each chair are money in it, reset at the site's midnight", () => {
+    const retained = announced(undefined, 'ladprao-01', false, 'THB');
+    const takings = [...retained].filter(([t, payload]) => t.endsWith('/takings_today/config') && payload !== '');
+    expect(takings).toHaveLength(1 + 3);
+    for (const [topic, payload] of takings) {
+      const config = JSON.parse(payload) as Record<string, unknown>;
+      expect(haSchemaErrors('sensor', config), topic).toEqual([]);
+      expect(config).toMatchObject({ device_class: 'monetary', unit_of_measurement: 'THB', state_class: 'total', state_topic: 'chair-agent/ladprao-01/summary' });
+      expect(config['last_reset_value_template']).toContain('startedAt');
+    }
+    // Without a currency the takings have no unit, and count up as uses and minutes do.
+    const plain = JSON.parse(announced().get('homeassistant/sensor/chair_agent_ladprao-01/takings_today/config') as string) as Record<string, unknown>;
+    expect(plain).toMatchObject({ state_class: 'total_increasing' });
+    expect(plain).not.toHaveProperty('unit_of_measurement');
+    expect(plain).not.toHaveProperty('last_reset_value_template');
   });
 
   it('the ported schema refuses what Home Assistant would drop or reject', () => {

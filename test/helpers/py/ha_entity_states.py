@@ -11,10 +11,14 @@ with the result is ported from Home Assistant's source (home-assistant/core, 202
 - components/mqtt/sensor.py, MqttSensor._update_state: "None" makes the state unknown; a sensor
   that must be numeric ignores an empty result and takes any other; one without a device class
   takes the text (over 255 characters is refused); a timestamp must parse as a date and time.
+  MqttSensor._update_last_reset: last_reset_value_template's result, when not empty, must parse
+  as a date and time ("Invalid last_reset message" otherwise).
 - components/sensor/__init__.py: _numeric_state_expected, and SensorEntity.state, which refuses
   a numeric sensor's non-numeric value and a timestamp without a time zone, and warns of a state
   class or unit its device class does not allow (components/sensor/const.py:
-  DEVICE_CLASS_STATE_CLASSES and DEVICE_CLASS_UNITS, here for the device classes the agent uses).
+  DEVICE_CLASS_STATE_CLASSES and DEVICE_CLASS_UNITS, here for the device classes the agent uses);
+  SensorEntity.state_attributes, which shows last_reset only for state class total and warns
+  when another state class sets it.
 - components/mqtt/binary_sensor.py: payload_on (default "ON"), payload_off ("OFF") or "None";
   an empty result is ignored, anything else is "No matching payload found" and ignored.
 - components/mqtt/entity.py, MqttAvailabilityMixin: each availability topic's template result
@@ -22,8 +26,9 @@ with the result is ported from Home Assistant's source (home-assistant/core, 202
   all or any; an entity with no availability topic is available.
 
 stdin: {"entities": [{"platform", "config"}], "messages": [{"topic", "payload"}]} in the order
-received. stdout: {"entities": [{"unique_id", "platform", "state", "available", "problems"}]},
-with state as Home Assistant shows it ("unavailable", "unknown", "on", "off", or the value).
+received. stdout: {"entities": [{"unique_id", "platform", "state", "available", "last_reset", "problems"}]},
+with state as Home Assistant shows it ("unavailable", "unknown", "on", "off", or the value), and
+last_reset the attribute as shown (ISO 8601), or null.
 """
 import json
 import math
@@ -110,6 +115,7 @@ class Entity:
         self.platform = platform
         self.config = config
         self.value = None  # None: unknown
+        self.last_reset = None
         self.problems = []
         if "availability" in config:
             self.avail = {a["topic"]: a for a in config["availability"]}
@@ -167,6 +173,21 @@ class Entity:
             self.binary_state(result)
         elif self.platform == "sensor":
             self.sensor_state(result)
+            if "last_reset_value_template" in self.config:
+                self.update_last_reset(payload)
+
+    def update_last_reset(self, payload):
+        result = render(self.config["last_reset_value_template"], payload, self.problems)
+        if not result:
+            return  # "Ignoring empty last_reset message"
+        when = parse_datetime(result)
+        if when is None:
+            self.problems.append(f"Invalid last_reset message {payload!r}")
+            return
+        if self.config.get("state_class") != "total":
+            self.problems.append(f"with state_class {self.config.get('state_class')!r} has set last_reset, which is not supported")
+            return
+        self.last_reset = when.isoformat()
 
     def binary_state(self, result):
         if result == "":
@@ -241,7 +262,8 @@ def main():
         for e in entities:
             e.receive(m["topic"], m["payload"])
     json.dump({"entities": [
-        {"unique_id": e.config.get("unique_id"), "platform": e.platform, "state": e.shown(), "available": e.available, "problems": e.problems}
+        {"unique_id": e.config.get("unique_id"), "platform": e.platform, "state": e.shown(), "available": e.available,
+         "last_reset": e.last_reset, "problems": e.problems}
         for e in entities
     ]}, sys.stdout)
 
