@@ -7,7 +7,8 @@
 # The kernel console (ttyS0 on amd64, ttyAMA0 on arm64): the host reads it.
 exec > /dev/console 2>&1
 fail() { echo "SYSTEMD-TEST FAIL: $*"; journalctl -u chair-agent -o cat --no-pager | tail -20; systemctl poweroff -ff; exit 1; }
-ok() { echo "ok: $*"; }
+# Each check says when it passed (seconds since boot): under TCG the whole takes minutes of CI.
+ok() { echo "ok: $* [$(cut -d. -f1 /proc/uptime) s]"; }
 journal() { journalctl -u chair-agent -o cat --no-pager; }
 # What journald filed at this priority or worse (journalctl -p): "warning", "err".
 journal_at() { journalctl -u chair-agent -p "$1" -o cat --no-pager; }
