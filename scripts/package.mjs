@@ -11,7 +11,7 @@
 // Nothing is compiled, downloaded or installed with npm on the target. Runs on an x86-64 Linux
 // machine with the npm registry, dpkg-deb and, for arm64, a cross compiler
 // (apt install gcc-aarch64-linux-gnu g++-aarch64-linux-gnu). `npm run package -- arm64` builds one.
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { chmodSync, copyFileSync, cpSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { basename, dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -304,6 +304,15 @@ function packageTarget(t, epoch) {
   say(`${t.deb}: ${relative(ROOT, deb)} (${mb(deb)}), ${relative(ROOT, tarball)} (${mb(tarball)})`);
 }
 
+/** `package.mjs <arch>` in a child process (its stage is its own, under WORK/<arch>). */
+function packageInChild(name) {
+  return new Promise((resolvePromise, reject) => {
+    const child = spawn(process.execPath, [fileURLToPath(import.meta.url), name], { cwd: ROOT, stdio: 'inherit', env: { ...process.env, CHAIR_AGENT_PACKAGE_CHILD: '1' } });
+    child.on('error', reject);
+    child.on('exit', (code, signal) => (code === 0 ? resolvePromise() : reject(new Error(`${name}: the packaging process ended with ${signal ?? `exit ${code}`}`))));
+  });
+}
+
 // `npm run package -- [arm64|amd64] [--apt-repo DIR --suite canary|stable --sign-with KEY]`
 const argv = process.argv.slice(2);
 const option = (name) => {
@@ -317,8 +326,16 @@ if (!existsSync(join(ROOT, ENTRY))) throw new Error(`${ENTRY} is not built: npm 
 if (!have('dpkg-deb')) throw new Error('dpkg-deb is needed to write the .deb (apt install dpkg)');
 const epoch = sourceDateEpoch();
 const built = wanted.length > 0 ? wanted : Object.keys(TARGETS);
-for (const name of built) packageTarget(TARGETS[name], epoch);
-rmSync(WORK, { recursive: true, force: true });
+if (built.length === 1) {
+  packageTarget(TARGETS[built[0]], epoch);
+} else {
+  // Each architecture in a process of its own, side by side: its npm ci, cross builds, strip, gzip
+  // and xz take about a minute, mostly on one core, and CI waits for both before anything else.
+  const results = await Promise.allSettled(built.map((name) => packageInChild(name)));
+  const failed = results.filter((r) => r.status === 'rejected').map((r) => r.reason.message);
+  if (failed.length > 0) throw new Error(failed.join('; '));
+}
+if (!process.env.CHAIR_AGENT_PACKAGE_CHILD) rmSync(WORK, { recursive: true, force: true });
 const repo = option('--apt-repo');
 if (repo) {
   const { publishAptRepo } = await import('./pkg/apt-repo.mjs');
