@@ -55,7 +55,7 @@ section h3 { font-size: .95rem; margin: .5rem 0; }
 <main id="chairs"></main>
 <section id="today-section">
   <h3 id="today-title">Today</h3>
-  <table id="today"><thead><tr><th>chair</th><th>uses</th><th>minutes</th><th>takings</th></tr></thead><tbody></tbody></table>
+  <table id="today"><thead><tr><th>chair</th><th>uses</th><th>minutes</th><th id="takings-head">takings</th></tr></thead><tbody></tbody></table>
 </section>
 <section id="admin-section">
   <h3>Actions</h3>
@@ -160,6 +160,7 @@ section h3 { font-size: .95rem; margin: .5rem 0; }
       const money = (k) => Object.entries(k.takings).map(([m, a]) => m + ' ' + a).join(', ') || '-';
       const row = (name, k, cls) => { const tr = el('tr', cls); tr.append(el('td', '', name), el('td', '', String(k.uses)), el('td', '', String(k.minutes)), el('td', '', money(k))); return tr; };
       $('today-title').textContent = 'Today, ' + t.date + (t.capped ? ' (capped)' : '');
+      $('takings-head').textContent = t.currency ? 'takings (' + t.currency + ')' : 'takings';
       $('today').tBodies[0].replaceChildren(...Object.entries(t.chairs).map(([id, k]) => row(id, k, '')), row('site', t.site, 'site'));
     }
     $('checks').replaceChildren(...Object.entries(snap.checks).map(([k, v]) => el('li', '', (v.ok ? 'ok ' : 'PROBLEM ') + k + ': ' + v.detail)));

@@ -25,6 +25,8 @@ export interface TodayDeps {
   clock: Clock;
   vendorClock: VendorClock;
   timeZone: string;
+  /** site.currency, said with the takings when the site names one. */
+  currency?: string | undefined;
   logger: Logger;
 }
 
@@ -91,10 +93,11 @@ export class TodaySummary implements Component {
   }
 
   /** Today's summary as it stands. */
-  summary(): DaySummary & { capped?: true } {
+  summary(): DaySummary & { currency?: string; capped?: true } {
     this.checkDay();
     const s = this.tally.summary();
-    return this.capped ? { ...s, capped: true } : s;
+    const { currency } = this.deps;
+    return { ...s, ...(currency ? { currency } : {}), ...(this.capped ? { capped: true as const } : {}) };
   }
 
   /** "YYYY-MM-DD" today: the vendor's date when its clock is known, else this box's, in site.timezone. */

@@ -120,6 +120,8 @@ describeWith('mosquitto', 'today at a glance', () => {
   it("publishes today's uses, minutes and exact takings on B/summary, /metrics and the bridge API, counting a use once", async () => {
     const before = (await request('summary', '{}'))['data'] as Summary;
     expect(before.timeZone).toBe('Asia/Bangkok');
+    // No site.currency here: the summary names none.
+    expect(before).not.toHaveProperty('currency');
     const was = before.chairs['MC7001'] ?? { uses: 0, minutes: 0, takings: {}, total: '0.00' };
     const since = sub.mark();
     expect(sim.paidUse('MC7001', 1).ok).toBe(true);

@@ -34,7 +34,7 @@ beforeAll(async () => {
     testConfig(
       { vendorUrl: sim.url, brokerUrl: broker.url },
       {
-        site: { id: 'page' },
+        site: { id: 'page', currency: 'THB' },
         transactions: { syncSchedule: '* * * * * *' },
         http: { host: '127.0.0.1', port: 0, adminToken: TOKEN },
         gpio: { driver: 'sim', statusLed: 5, chairs: [{ deviceId: 'MC7001', button: 17, led: 27 }, { deviceId: 'MC7002', button: 22, led: 23 }] },
@@ -88,6 +88,8 @@ describeWith(['chromium', 'mosquitto'], 'status page in Chromium', () => {
     await expect.poll(() => row.textContent(), { timeout: 15_000 }).toBe('MC700215promptpay 100.00');
     await expect.poll(() => page.locator('#today tr.site').textContent()).toBe('site15promptpay 100.00');
     expect(await page.locator('#today-title').textContent()).toMatch(/^Today, \d{4}-\d\d-\d\d$/);
+    // The site names its currency (site.currency): the takings say it.
+    expect(await page.locator('#takings-head').textContent()).toBe('takings (THB)');
   });
 
   it('keeps Start disabled until the server accepts the token, then starts for the minutes asked', async () => {

@@ -114,14 +114,14 @@ describe('today at a glance, from the records in the store', () => {
       now - 3_600_000,
     );
     const { broker, published } = recordingBroker();
-    today = new TodaySummary({ source: outbox, broker, topic: 'chair-agent/s/summary', clock, vendorClock: new VendorClock(), timeZone: 'Asia/Bangkok', logger: silentLogger() });
+    today = new TodaySummary({ source: outbox, broker, topic: 'chair-agent/s/summary', clock, vendorClock: new VendorClock(), timeZone: 'Asia/Bangkok', currency: 'THB', logger: silentLogger() });
     today.start();
     await settle(10);
     await clock.advance(1_000);
-    expect(today.summary()).toMatchObject({ date: '2026-11-22', site: { uses: 1, takings: { promptpay: '40.00' } } });
+    expect(today.summary()).toMatchObject({ date: '2026-11-22', currency: 'THB', site: { uses: 1, takings: { promptpay: '40.00' } } });
     const first = published.at(-1)!;
     expect(first).toMatchObject({ topic: 'chair-agent/s/summary', retain: true });
-    expect(JSON.parse(first.payload)).toMatchObject({ date: '2026-11-22', timeZone: 'Asia/Bangkok', startedAt: '2026-11-22T00:00:00+07:00', site: { uses: 1, total: '40.00' }, chairs: { MC7001: { uses: 1 } } });
+    expect(JSON.parse(first.payload)).toMatchObject({ date: '2026-11-22', timeZone: 'Asia/Bangkok', startedAt: '2026-11-22T00:00:00+07:00', currency: 'THB', site: { uses: 1, total: '40.00' }, chairs: { MC7001: { uses: 1 } } });
 
     // A webhook's record: counted, and published within a second, once for a burst.
     await storeAll(outbox, [asRecord(vendorRecord({ TransactionId: 'T2', TransactionTime: '2026-11-22 11:59:00', Amount: '60.05', DeviceId: 'MC7002' }))], 'webhook', clock.now());
