@@ -167,7 +167,7 @@ export function build(config: Config, deps: AgentDeps): Agent {
     ackTimeoutMs: config.mqtt.ackTimeoutSeconds * 1000,
   });
   const retention = new Retention({ outbox, scheduler, clock, logger: child('retention'), retentionDays: config.storage.retentionDays });
-  const today = new TodaySummary({ source: outbox, broker, topic: topics.summary, clock, vendorClock, timeZone: config.site.timezone, currency: config.site.currency, logger: child('today') });
+  const today = new TodaySummary({ source: outbox, broker, topic: topics.summary, chairTopic: (id) => topics.chairToday(id), chairs: registry, clock, vendorClock, timeZone: config.site.timezone, currency: config.site.currency, logger: child('today') });
   const site = { siteId: config.site.id, timeZone: config.site.timezone, vendorBaseUrl: config.vendor.baseUrl, gpioDriver: config.gpio.driver };
   const sources = { site, clock, health, registry, broker, outbox, inFlight: () => publisher.inFlight, refusals: () => guard.refusals(), today: () => today.summary(), webhookCertificate: () => webhookHttp.certificateStatus() };
   const bridge = new MqttBridge({ broker, topics, registry, health, clock, logger: child('bridge'), infoIntervalMs: 60_000, info: () => bridgeInfo(sources), store: outbox.state, backlog: outbox });

@@ -79,7 +79,7 @@ export class MqttBridge implements Component {
   private readonly onHealth = (): void => this.infoSoon();
   private readonly onBacklog = (): void => this.infoSoon();
 
-  /** A chair is gone: empty retained messages delete its state and availability from the broker. */
+  /** A chair is gone: empty retained messages delete its state, availability and day from the broker. */
   private readonly onRemoved = (deviceId: string): void => {
     this.deps.logger.info({ deviceId }, 'chair left the vendor list; clearing its retained topics');
     this.clearGone();
@@ -183,6 +183,7 @@ export class MqttBridge implements Component {
       if (known.has(id)) continue;
       this.send(topics.chair(id), '');
       this.send(topics.availability(id), '');
+      this.send(topics.chairToday(id), '');
       this.retained.delete(id);
       changed = true;
     }

@@ -106,6 +106,11 @@ export class Topics {
     return `${this.chair(deviceId)}/availability`;
   }
 
+  /** The chair's day (retained): its part of B/summary, on a topic of its own. */
+  chairToday(deviceId: string): string {
+    return `${this.chair(deviceId)}/today`;
+  }
+
   startResponse(deviceId: string): string {
     return `${this.chair(deviceId)}/start/response`;
   }

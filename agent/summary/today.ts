@@ -7,6 +7,7 @@ import type { Logger } from '../platform/logger.js';
 import type { Broker } from '../mqtt/broker.js';
 import type { StoredRecord } from '../store/outbox.js';
 import { DayTally, type DaySummary } from './day-tally.js';
+import { formatDecimal, ZERO } from './decimal.js';
 
 /** What the summary reads from the store: the first record received since a time, records holding a text, and new ones as committed. */
 export interface SummarySource {
@@ -17,11 +18,21 @@ export interface SummarySource {
   off(event: 'stored', listener: (records: readonly StoredRecord[]) => void): unknown;
 }
 
+/** The chairs the site knows (configured, and those the vendor lists), asked again after each list. */
+export interface KnownChairs {
+  knownIds(): string[];
+  on(event: 'listed', listener: () => void): unknown;
+  off(event: 'listed', listener: () => void): unknown;
+}
+
 export interface TodayDeps {
   source: SummarySource;
   broker: Broker;
   /** B/summary. */
   topic: string;
+  /** B/chairs/<DeviceId>/today. */
+  chairTopic: (deviceId: string) => string;
+  chairs: KnownChairs;
   clock: Clock;
   vendorClock: VendorClock;
   timeZone: string;
@@ -43,12 +54,18 @@ const LOOK_AGAIN_MS = 3_600_000;
 const PUBLISH_GAP_MS = 1_000;
 /** Above this the per-chair part is left out of B/summary (the broker's payload limit; bridge/info rules apply). */
 const MAX_PAYLOAD_BYTES = 15 * 1024;
+/** A chair's takings on a day it had no use. */
+const NO_TAKINGS = formatDecimal(ZERO);
 
 /**
  * Today at a glance: uses, minutes and takings by payment method, per chair and for the site, in
  * the site's day. Counted from the records the agent holds (read from the store at start, in
  * slices, then from each commit), published retained on B/summary when it changes (at most once a
- * second), and read by the status page and /metrics. The day is the vendor's date, read in
+ * second), and read by the status page and /metrics. Each chair the site knows also has its own
+ * day retained on B/chairs/<DeviceId>/today (zeros when it had no use), published when it changes:
+ * a consumer of one chair (Home Assistant's entities, a sign) reads a small payload that is there
+ * however many chairs the site has, where B/summary leaves the chairs out past the broker's limit.
+ * The bridge clears it with the chair's other retained topics when the chair is gone. The day is the vendor's date, read in
  * site.timezone, as its records are stamped (a Pi's clock may be wrong at boot), else this box's.
  */
 export class TodaySummary implements Component {
@@ -59,6 +76,8 @@ export class TodaySummary implements Component {
   private dayTimer: Timer | null = null;
   private publishTimer: Timer | null = null;
   private lastPublished = '';
+  /** Each chair's day as last published (retained), by DeviceId. */
+  private lastPublishedChairs = new Map<string, string>();
   private started = false;
 
   constructor(private readonly deps: TodayDeps) {
@@ -71,13 +90,25 @@ export class TodaySummary implements Component {
 
   private readonly onConnect = (): void => {
     this.lastPublished = '';
+    this.lastPublishedChairs.clear();
     this.publish();
+  };
+
+  /**
+   * A list may have let a chair go (the bridge has just cleared its topics: forgotten here at once,
+   * so it is published afresh if the next list brings it back) or brought one (published soon).
+   */
+  private readonly onListed = (): void => {
+    const known = new Set(this.deps.chairs.knownIds());
+    for (const id of this.lastPublishedChairs.keys()) if (!known.has(id)) this.lastPublishedChairs.delete(id);
+    if (known.size !== this.lastPublishedChairs.size) this.publishSoon();
   };
 
   start(): void {
     this.started = true;
     this.deps.source.on('stored', this.onStored);
     this.deps.broker.on('connect', this.onConnect);
+    this.deps.chairs.on('listed', this.onListed);
     this.newDay();
   }
 
@@ -85,6 +116,7 @@ export class TodaySummary implements Component {
     this.started = false;
     this.deps.source.off('stored', this.onStored);
     this.deps.broker.off('connect', this.onConnect);
+    this.deps.chairs.off('listed', this.onListed);
     if (this.loading) clearImmediate(this.loading);
     this.loading = null;
     this.dayTimer?.cancel();
@@ -192,11 +224,32 @@ export class TodaySummary implements Component {
     const s = this.summary();
     let payload = JSON.stringify(s);
     if (Buffer.byteLength(payload) > MAX_PAYLOAD_BYTES) payload = JSON.stringify({ ...s, chairs: {}, chairsOmitted: Object.keys(s.chairs).length });
-    if (payload === this.lastPublished) return;
-    this.lastPublished = payload;
-    this.deps.broker.publish(this.deps.topic, payload, { qos: 1, retain: true }).catch((err: unknown) => {
-      this.lastPublished = '';
-      this.deps.logger.debug({ err: errorMessage(err) }, 'summary not acknowledged; sent again at the next change or connect');
-    });
+    if (payload !== this.lastPublished) {
+      this.lastPublished = payload;
+      this.deps.broker.publish(this.deps.topic, payload, { qos: 1, retain: true }).catch((err: unknown) => {
+        this.lastPublished = '';
+        this.deps.logger.debug({ err: errorMessage(err) }, 'summary not acknowledged; sent again at the next change or connect');
+      });
+    }
+    this.publishChairs(s);
+  }
+
+  /** Each known chair's day, where it changed. */
+  private publishChairs(s: ReturnType<TodaySummary['summary']>): void {
+    for (const id of this.deps.chairs.knownIds()) {
+      const payload = JSON.stringify({
+        deviceId: id,
+        date: s.date,
+        startedAt: s.startedAt,
+        ...(s.chairs[id] ?? { uses: 0, minutes: 0, takings: {}, total: NO_TAKINGS }),
+        ...(s.currency ? { currency: s.currency } : {}),
+      });
+      if (this.lastPublishedChairs.get(id) === payload) continue;
+      this.lastPublishedChairs.set(id, payload);
+      this.deps.broker.publish(this.deps.chairTopic(id), payload, { qos: 1, retain: true }).catch((err: unknown) => {
+        if (this.lastPublishedChairs.get(id) === payload) this.lastPublishedChairs.delete(id);
+        this.deps.logger.debug({ deviceId: id, err: errorMessage(err) }, "a chair's day not acknowledged; sent again at the next change or connect");
+      });
+    }
   }
 }

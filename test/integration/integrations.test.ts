@@ -299,9 +299,10 @@ describeWith('mosquitto', 'Home Assistant discovery', () => {
     agent = newAgent({ vendor: { location: 'Airport T1' }, gpio: { driver: 'sim', chairs: [{ deviceId: 'MC7001', button: 17, led: 27 }] } });
     await agent.start();
     await waitFor(() => [...configs(since).entries()].filter(([t, c]) => t.includes('MC7003') && c === null).length === 8, 'MC7003 cleared');
-    // Its retained state and availability are deleted from the broker too (empty retained messages).
+    // Its retained state, availability and day are deleted from the broker too (empty retained messages).
     await sub.waitFor((m) => m.topic === `${B}/chairs/MC7003` && m.text === '', 'MC7003 state cleared', since);
     await sub.waitFor((m) => m.topic === `${B}/chairs/MC7003/availability` && m.text === '', 'MC7003 availability cleared', since);
+    await sub.waitFor((m) => m.topic === `${B}/chairs/MC7003/today` && m.text === '', "MC7003's day cleared", since);
     await waitFor(() => [...configs(since).keys()].some((t) => t.includes('MC7004')), 'MC7004 announced');
     const id = (m: Map<string, Record<string, unknown> | null>): unknown => [...m.values()].find((c) => c !== null && String(c['unique_id']).endsWith('MC7001_status'))?.['unique_id'];
     expect(id(configs(since))).toBe(id(before));
@@ -321,6 +322,7 @@ describeWith('mosquitto', 'Home Assistant discovery', () => {
       const cleared = await sub.waitFor((m) => m.topic === `${B}/chairs/MC7004/availability` && m.text === '', 'MC7004 availability cleared', since);
       expect(sub.messages.indexOf(cleared)).toBeGreaterThan(sub.messages.indexOf(offline));
       await sub.waitFor((m) => m.topic === `${B}/chairs/MC7004` && m.text === '', 'MC7004 state cleared', since);
+      await sub.waitFor((m) => m.topic === `${B}/chairs/MC7004/today` && m.text === '', "MC7004's day cleared", since);
       await waitFor(() => [...configs(since).entries()].filter(([t, c]) => t.includes('MC7004') && c === null).length === 8, 'MC7004 configs cleared');
       expect(agent.registry.view('MC7004')).toBeNull();
       // The configured chair, missing from this Location's list all along, is kept.
@@ -331,6 +333,7 @@ describeWith('mosquitto', 'Home Assistant discovery', () => {
     const back = sub.mark();
     await sub.waitFor((m) => m.topic === `${B}/chairs/MC7004/availability` && m.text === '{"state":"online"}', 'MC7004 back online', back);
     await sub.waitFor((m) => m.topic === `${B}/chairs/MC7004` && m.text.includes('"deviceId":"MC7004"'), 'MC7004 state again', back);
+    await sub.waitFor((m) => m.topic === `${B}/chairs/MC7004/today` && m.text.includes('"deviceId":"MC7004"'), "MC7004's day again", back);
     await waitFor(() => [...configs(back).entries()].filter(([t, c]) => t.includes('MC7004') && c !== null).length === 8, 'MC7004 announced again');
   });
 });

@@ -88,6 +88,18 @@ function recordingBroker(): { broker: Broker; published: { topic: string; payloa
   return { broker, published };
 }
 
+/** The chairs the site knows, as the registry tells them: a list may change them. */
+function knownChairs(ids: string[]): { chairs: EventEmitter & { knownIds(): string[] }; list(next: string[]): void } {
+  let known = ids;
+  const chairs = Object.assign(new EventEmitter(), { knownIds: () => [...known] });
+  return { chairs, list: (next) => ((known = next), chairs.emit('listed')) };
+}
+
+const dayOf = (published: { topic: string; payload: string }[], deviceId: string): Record<string, unknown> | undefined => {
+  const last = published.filter((p) => p.topic === `chair-agent/s/chairs/${deviceId}/today`).at(-1);
+  return last ? (JSON.parse(last.payload) as Record<string, unknown>) : undefined;
+};
+
 describe('today at a glance, from the records in the store', () => {
   let outbox: Outbox | null = null;
   let today: TodaySummary | null = null;
@@ -114,27 +126,74 @@ describe('today at a glance, from the records in the store', () => {
       now - 3_600_000,
     );
     const { broker, published } = recordingBroker();
-    today = new TodaySummary({ source: outbox, broker, topic: 'chair-agent/s/summary', clock, vendorClock: new VendorClock(), timeZone: 'Asia/Bangkok', currency: 'THB', logger: silentLogger() });
+    const { chairs } = knownChairs(['MC7001', 'MC7002', 'MC7003']);
+    today = new TodaySummary({ source: outbox, broker, topic: 'chair-agent/s/summary', chairTopic: (id) => `chair-agent/s/chairs/${id}/today`, chairs, clock, vendorClock: new VendorClock(), timeZone: 'Asia/Bangkok', currency: 'THB', logger: silentLogger() });
     today.start();
     await settle(10);
     await clock.advance(1_000);
     expect(today.summary()).toMatchObject({ date: '2026-11-22', currency: 'THB', site: { uses: 1, takings: { promptpay: '40.00' } } });
-    const first = published.at(-1)!;
+    const first = published.find((p) => p.topic === 'chair-agent/s/summary')!;
     expect(first).toMatchObject({ topic: 'chair-agent/s/summary', retain: true });
     expect(JSON.parse(first.payload)).toMatchObject({ date: '2026-11-22', timeZone: 'Asia/Bangkok', startedAt: '2026-11-22T00:00:00+07:00', currency: 'THB', site: { uses: 1, total: '40.00' }, chairs: { MC7001: { uses: 1 } } });
+    // Each chair the site knows has its day on its own topic, retained; one with no use shows 0.
+    expect(published.filter((p) => p.topic.endsWith('/today')).every((p) => p.retain)).toBe(true);
+    expect(dayOf(published, 'MC7001')).toMatchObject({ deviceId: 'MC7001', uses: 1, minutes: 5, takings: { promptpay: '40.00' }, total: '40.00', currency: 'THB' });
+    expect(dayOf(published, 'MC7003')).toEqual({ deviceId: 'MC7003', date: '2026-11-22', startedAt: '2026-11-22T00:00:00+07:00', uses: 0, minutes: 0, takings: {}, total: '0.00', currency: 'THB' });
 
     // A webhook's record: counted, and published within a second, once for a burst.
     await storeAll(outbox, [asRecord(vendorRecord({ TransactionId: 'T2', TransactionTime: '2026-11-22 11:59:00', Amount: '60.05', DeviceId: 'MC7002' }))], 'webhook', clock.now());
     await storeAll(outbox, [asRecord(vendorRecord({ TransactionId: 'T3', TransactionTime: '2026-11-22 11:59:30', Amount: '0.00', PaymentMethod: 'manual', DeviceId: 'MC7002' }))], 'webhook', clock.now());
     const before = published.length;
     await clock.advance(1_000);
-    expect(published.length).toBe(before + 1);
-    expect(JSON.parse(published.at(-1)!.payload)).toMatchObject({ site: { uses: 3, takings: { manual: '0.00', promptpay: '100.05' }, total: '100.05' } });
+    // B/summary once for the burst, and the one chair whose day changed.
+    expect(published.slice(before).map((p) => p.topic)).toEqual(['chair-agent/s/summary', 'chair-agent/s/chairs/MC7002/today']);
+    expect(JSON.parse(published.at(-2)!.payload)).toMatchObject({ site: { uses: 3, takings: { manual: '0.00', promptpay: '100.05' }, total: '100.05' } });
+    expect(dayOf(published, 'MC7002')).toEqual({ deviceId: 'MC7002', date: '2026-11-22', startedAt: '2026-11-22T00:00:00+07:00', uses: 2, minutes: 10, takings: { manual: '0.00', promptpay: '60.05' }, total: '60.05', currency: 'THB' });
 
-    // Midnight in Bangkok (17:00 UTC): a new day, empty, published.
+    // Midnight in Bangkok (17:00 UTC): a new day, empty, published, and every chair's day back to 0.
     await clock.advance(12 * 3_600_000);
     await settle();
     await clock.advance(1_000);
-    expect(JSON.parse(published.at(-1)!.payload)).toMatchObject({ date: '2026-11-23', startedAt: '2026-11-23T00:00:00+07:00', site: { uses: 0, total: '0.00' }, chairs: {} });
+    const summaries = published.filter((p) => p.topic === 'chair-agent/s/summary');
+    expect(JSON.parse(summaries.at(-1)!.payload)).toMatchObject({ date: '2026-11-23', startedAt: '2026-11-23T00:00:00+07:00', site: { uses: 0, total: '0.00' }, chairs: {} });
+    for (const id of ['MC7001', 'MC7002', 'MC7003']) expect(dayOf(published, id)).toMatchObject({ date: '2026-11-23', startedAt: '2026-11-23T00:00:00+07:00', uses: 0, minutes: 0, total: '0.00' });
+  });
+
+  it('gives a chair its day when a list brings it, and each chair again after a reconnect, however many there are', async () => {
+    const clock = new FakeClock();
+    outbox = new Outbox({ path: join(mkdtempSync(join(tmpdir(), 'today-')), 'agent.db') });
+    outbox.open();
+    // A hall of 300 chairs, each with a use today: B/summary must leave its chairs out, their own topics not.
+    const ids = Array.from({ length: 300 }, (_, i) => `MC${String(7001 + i)}`);
+    await storeAll(outbox, ids.map((id, i) => asRecord(vendorRecord({ TransactionId: `T${i}`, TransactionTime: '2026-11-22 10:00:00', Amount: '40.00', PlayTime: '10', DeviceId: id }))), 'poll', clock.now() - 3_600_000);
+    const { broker, published } = recordingBroker();
+    const { chairs, list } = knownChairs(ids);
+    today = new TodaySummary({ source: outbox, broker, topic: 'chair-agent/s/summary', chairTopic: (id) => `chair-agent/s/chairs/${id}/today`, chairs, clock, vendorClock: new VendorClock(), timeZone: 'Asia/Bangkok', logger: silentLogger() });
+    today.start();
+    await settle(10);
+    await clock.advance(1_000);
+    const summary = JSON.parse(published.find((p) => p.topic === 'chair-agent/s/summary')!.payload) as Record<string, unknown>;
+    expect(summary).toMatchObject({ site: { uses: 300 }, chairs: {}, chairsOmitted: 300 });
+    for (const id of ids) expect(dayOf(published, id)).toMatchObject({ deviceId: id, uses: 1, minutes: 10, total: '40.00' });
+    expect(dayOf(published, 'MC7001')).not.toHaveProperty('currency');
+
+    // A list brings a chair: its day (0) within a second; nothing else is sent again.
+    const before = published.length;
+    list([...ids, 'MC9999']);
+    await clock.advance(1_000);
+    expect(published.slice(before).map((p) => p.topic)).toEqual(['chair-agent/s/chairs/MC9999/today']);
+    expect(dayOf(published, 'MC9999')).toMatchObject({ uses: 0, total: '0.00' });
+
+    // A list lets it go (the bridge clears its topics) and the next brings it back within the second: its day again.
+    const gone = published.length;
+    list(ids);
+    list([...ids, 'MC9999']);
+    await clock.advance(1_000);
+    expect(published.slice(gone).map((p) => p.topic)).toEqual(['chair-agent/s/chairs/MC9999/today']);
+
+    // A reconnect: the broker may have lost what it retained, so every chair's day is sent again.
+    const beforeConnect = published.length;
+    broker.emit('connect');
+    expect(published.slice(beforeConnect).filter((p) => p.topic.endsWith('/today'))).toHaveLength(301);
   });
 });
