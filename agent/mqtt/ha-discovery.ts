@@ -241,7 +241,7 @@ export class HaDiscovery implements Component {
    * payment method).
    */
   private todayEntities(site: string): Entity[] {
-    return todayFigures((objectId, name, extra) => this.siteEntity(site, objectId, name, 'sensor', { ...extra, ...AGENT_UP(this.deps.topics) }), this.deps.topics.summary, null, this.deps.currency);
+    return todayFigures((objectId, name, extra) => this.siteEntity(site, objectId, name, 'sensor', { ...extra, ...AGENT_UP(this.deps.topics) }), this.deps.topics.summary, this.deps.currency, 'site');
   }
 
   /** When the webhook port's certificate expires ("None", so unknown, while none has loaded). */
@@ -307,8 +307,7 @@ export class HaDiscovery implements Component {
       // Today's figures are the agent's, not the chair's: shown while the agent is up, even when the vendor no longer lists the chair.
       ...todayFigures(
         (objectId, name, extra) => ({ component: 'sensor', objectId, config: { name, unique_id: `${node}_${objectId}`, default_entity_id: defaultEntityId('sensor', `${node}_${objectId}`), device, origin: this.origin(), ...extra, ...AGENT_UP(t) } }),
-        t.summary,
-        deviceId,
+        t.chairToday(deviceId),
         this.deps.currency,
       ),
     ];
@@ -316,35 +315,30 @@ export class HaDiscovery implements Component {
 }
 
 /**
- * Uses, minutes and takings today (B/summary), of the site (deviceId null) or of one chair. Each
- * goes back to 0 at the site's midnight. Uses and minutes are total_increasing, which tells Home
- * Assistant's statistics the drop is a new count, not a loss. The takings have no unit unless
- * site.currency names one (the vendor's Amount does not): then they are money (device class
- * monetary, whose only state class is total), and the day's start is their last reset.
- * A chair with no use today is not in the summary's chairs: its figures are 0, or unknown when the
- * summary left every chair out (chairsOmitted, a payload over the broker's limit).
+ * Uses, minutes and takings today, of the site (B/summary's `site`) or of one chair (its own day,
+ * B/chairs/<DeviceId>/today, there for every chair however many the site has). Each goes back to 0
+ * at the site's midnight. Uses and minutes are total_increasing, which tells Home Assistant's
+ * statistics the drop is a new count, not a loss. The takings have no unit unless site.currency
+ * names one (the vendor's Amount does not): then they are money (device class monetary, whose only
+ * state class is total), and the day's start is their last reset.
  */
 function todayFigures(
   make: (objectId: string, name: string, extra: Record<string, unknown>) => Entity,
   topic: string,
-  deviceId: string | null,
   currency: string | undefined,
+  /** Where the figures are in the payload: under `site` (B/summary), or at its top (a chair's day). */
+  under?: 'site',
 ): Entity[] {
-  // The DeviceId as a Jinja string literal: JSON's escapes are ones Jinja reads.
-  const key = deviceId === null ? '' : JSON.stringify(deviceId);
-  const value = (field: string, zero: string): string =>
-    deviceId === null
-      ? `{{ value_json.site.${field} }}`
-      : `{{ value_json.chairs[${key}].${field} if ${key} in value_json.chairs else (none if value_json.chairsOmitted is defined else ${zero}) }}`;
-  const today = (objectId: string, name: string, field: string, zero: string, extra: Record<string, unknown>): Entity =>
-    make(objectId, name, { state_topic: topic, value_template: value(field, zero), state_class: 'total_increasing', ...extra });
+  const value = (field: string): string => `{{ value_json.${under ? `${under}.` : ''}${field} }}`;
+  const today = (objectId: string, name: string, field: string, extra: Record<string, unknown>): Entity =>
+    make(objectId, name, { state_topic: topic, value_template: value(field), state_class: 'total_increasing', ...extra });
   const money = currency
     ? { device_class: 'monetary', unit_of_measurement: currency, state_class: 'total', last_reset_value_template: "{{ value_json.get('startedAt') or '' }}", suggested_display_precision: 2 }
     : {};
   return [
-    today('uses_today', 'Uses today', 'uses', '0', { unit_of_measurement: 'uses', icon: 'mdi:counter' }),
-    today('minutes_today', 'Minutes today', 'minutes', '0', { device_class: 'duration', unit_of_measurement: 'min' }),
-    today('takings_today', 'Takings today', 'total', "'0.00'", { icon: 'mdi:cash-register', ...money }),
+    today('uses_today', 'Uses today', 'uses', { unit_of_measurement: 'uses', icon: 'mdi:counter' }),
+    today('minutes_today', 'Minutes today', 'minutes', { device_class: 'duration', unit_of_measurement: 'min' }),
+    today('takings_today', 'Takings today', 'total', { icon: 'mdi:cash-register', ...money }),
   ];
 }
 

@@ -94,10 +94,11 @@ describeWith(['jinja2', 'mosquitto', 'openssl'], "Home Assistant's view of the a
     await waitFor(() => configs().length === 24, 'the 24 discovery configs'); // 8 site box (with the certificate) + 8 per chair
     await waitFor(() => json(sub.last(`${B}/bridge/info`)?.text)['lastSyncAt'] != null, 'a first transaction sync in bridge/info');
     await waitFor(() => sub.last(`${B}/summary`) !== undefined, "today's summary");
-    // A chair with no use today is not in the summary: Home Assistant shows 0 for it, not a problem.
-    const before = json(sub.last(`${B}/summary`)?.text)['chairs'] as Record<string, { uses: number }>;
+    // Each chair's figures are read from its own day, there (0) before it has a use.
+    await waitFor(() => sub.last(`${B}/chairs/MC7002/today`) !== undefined, "MC7002's day");
+    const before = json(sub.last(`${B}/chairs/MC7002/today`)?.text);
     const first = await shown();
-    expect(state(first, `${chair('MC7002')}_uses_today`)).toBe(String(before['MC7002']?.uses ?? 0));
+    expect(state(first, `${chair('MC7002')}_uses_today`)).toBe(String(before['uses']));
     expect(problems(first)).toEqual([]);
     // Home Assistant's Start button: it publishes payload_press on command_topic.
     const start = configs().find((c) => c.config['unique_id'] === `${chair('MC7001')}_start`)?.config ?? {};
@@ -106,12 +107,14 @@ describeWith(['jinja2', 'mosquitto', 'openssl'], "Home Assistant's view of the a
     // And a customer pays on the other chair: both uses reach today's figures by the sync.
     sim.paidUse('MC7002', 5);
     await waitFor(() => (json(sub.last(`${B}/summary`)?.text)['site'] as Record<string, unknown> | undefined)?.['uses'] === 2, "both uses in today's summary");
+    await waitFor(() => ['MC7001', 'MC7002'].every((id) => json(sub.last(`${B}/chairs/${id}/today`)?.text)['uses'] === 1), "both chairs' days");
 
     // What the agent last published, read in the same turn as shown() takes the messages.
     const info = json(sub.last(`${B}/bridge/info`)?.text);
     const mc7001 = json(sub.last(`${B}/chairs/MC7001`)?.text);
     const mc7002 = json(sub.last(`${B}/chairs/MC7002`)?.text);
     const summary = json(sub.last(`${B}/summary`)?.text);
+    const days = Object.fromEntries(['MC7001', 'MC7002'].map((id) => [id, json(sub.last(`${B}/chairs/${id}/today`)?.text)]));
     const states = await shown();
     expect(problems(states)).toEqual([]);
     expect(state(states, `${site}_backlog`)).toBe(String((info['backlog'] as Record<string, unknown>)['pending']));
@@ -127,8 +130,10 @@ describeWith(['jinja2', 'mosquitto', 'openssl'], "Home Assistant's view of the a
     const chairs = summary['chairs'] as Record<string, Record<string, unknown>>;
     for (const id of ['MC7001', 'MC7002']) {
       expect(state(states, `${chair(id)}_uses_today`)).toBe('1');
-      expect(state(states, `${chair(id)}_minutes_today`)).toBe(String(chairs[id]?.['minutes']));
-      expect(state(states, `${chair(id)}_takings_today`)).toBe(chairs[id]?.['total']);
+      // The chair's day says what B/summary says of the chair.
+      expect(days[id]).toMatchObject({ uses: 1, minutes: chairs[id]?.['minutes'], total: chairs[id]?.['total'] });
+      expect(state(states, `${chair(id)}_minutes_today`)).toBe(String(days[id]?.['minutes']));
+      expect(state(states, `${chair(id)}_takings_today`)).toBe(days[id]?.['total']);
       expect(states.get(`${chair(id)}_takings_today`)?.last_reset).toBe(states.get(`${site}_takings_today`)?.last_reset);
     }
     expect(Number(state(states, `${chair('MC7002')}_takings_today`))).toBeGreaterThan(0);

@@ -106,10 +106,15 @@ describe("Home Assistant discovery, against Home Assistant's own schemas", () =>
     const retained = announced(undefined, 'ladprao-01', false, 'THB');
     const takings = [...retained].filter(([t, payload]) => t.endsWith('/takings_today/config') && payload !== '');
     expect(takings).toHaveLength(1 + 3);
+    expect(JSON.parse(retained.get('homeassistant/sensor/chair_agent_ladprao-01_MC7001/takings_today/config') as string)).toMatchObject({ state_topic: 'chair-agent/ladprao-01/chairs/MC7001/today' });
     for (const [topic, payload] of takings) {
       const config = JSON.parse(payload) as Record<string, unknown>;
       expect(haSchemaErrors('sensor', config), topic).toEqual([]);
-      expect(config).toMatchObject({ device_class: 'monetary', unit_of_measurement: 'THB', state_class: 'total', state_topic: 'chair-agent/ladprao-01/summary' });
+      expect(config).toMatchObject({ device_class: 'monetary', unit_of_measurement: 'THB', state_class: 'total' });
+      // The site's from B/summary, each chair's from its own day (there however many chairs the site has).
+      const isSite = topic === 'homeassistant/sensor/chair_agent_ladprao-01/takings_today/config';
+      expect(config['state_topic'], topic).toMatch(isSite ? /^chair-agent\/ladprao-01\/summary$/ : /^chair-agent\/ladprao-01\/chairs\/[^/]+\/today$/);
+      expect(config['value_template'], topic).toBe(isSite ? '{{ value_json.site.total }}' : '{{ value_json.total }}');
       expect(config['last_reset_value_template']).toContain('startedAt');
     }
     // Without a currency the takings have no unit, and count up as uses and minutes do.
