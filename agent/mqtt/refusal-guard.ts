@@ -18,8 +18,11 @@ export interface HeldTopic {
   retryAt: number;
 }
 
-/** A held topic as the guard keeps it: due on the monotonic clock, which NTP does not step. */
-type Held = Omit<HeldTopic, 'retryAt'> & { due: number };
+/**
+ * A held topic as the guard keeps it: due on the monotonic clock, which NTP does not step; and,
+ * when it was refused for its size, the smallest payload refused (a smaller one may be taken).
+ */
+type Held = Omit<HeldTopic, 'retryAt'> & { due: number; bytes: number | null };
 
 export interface RefusalSummary {
   total: number;
@@ -80,7 +83,8 @@ function hint(reasonCode: number | null, dropped: boolean): string {
  *   publishes that every connect makes of it are kept aside, not sent, and the latest one is
  *   tried again on a backoff (1 min, doubling to 1 h). A broker that drops the connection right
  *   after refusing (Mosquitto with max_queued_messages 0) therefore drops it once, not at every
- *   reconnect;
+ *   reconnect. A topic refused for its size ("Packet too large") lets a smaller payload through
+ *   at once: what shrank (a summary that left its detail out) need not wait for the retry;
  * - a close that follows a refusal within 2 s is reported with it (CloseInfo), so the outbox does
  *   not blame the transaction that happened to be in flight;
  * - a payload past MAX_PAYLOAD_BYTES (not a transaction) is refused here, as the broker would.
@@ -176,7 +180,12 @@ export class RefusalGuard extends EventEmitter<BrokerEvents> implements Broker {
     } else if (cause === null) {
       for (const topic of lost) if (this.suspects.size < MAX_HELD && !this.suspects.has(topic)) this.suspects.set(topic, 0);
     }
-    if (refused !== null) this.opts.logger.warn({ topic: refused }, 'the broker closed the connection right after refusing a publish; that topic is held, the rest flows');
+    if (refused !== null) {
+      this.opts.logger.warn({ topic: refused }, 'the broker closed the connection right after refusing a publish; that topic is held, the rest flows');
+      // Each smaller payload that is still too large would cost the connection again: none goes before the retry.
+      const held = this.held.get(refused);
+      if (held) held.bytes = null;
+    }
     if (forPublish) this.opts.inner.closedForPublish?.();
     const info: CloseInfo = { cause, othersInFlight: lost.length > 0 };
     this.emit('close', info);
@@ -234,10 +243,12 @@ export class RefusalGuard extends EventEmitter<BrokerEvents> implements Broker {
       return done(new BrokerError('refused', `held: the broker refuses ${topicClass} topics (${whole.reason})`, whole.reasonCode ?? undefined));
     }
     const held = options.retain ? this.held.get(topic) : undefined;
-    if (held && this.opts.clock.monotonic() < held.due) {
+    if (held && this.opts.clock.monotonic() < held.due && !(held.bytes !== null && size < held.bytes)) {
       this.pending.set(topic, { payload, options });
       return done(new BrokerError('refused', `held after the broker refused it: ${held.reason}`, held.reasonCode ?? undefined));
     }
+    // Smaller than what was refused for its size: sent now, and newer than what waits for the retry.
+    if (held) this.pending.delete(topic);
     if (this.suspects.has(topic)) {
       this.touched.add(topic);
       this.queue.push({ topic, payload, options, done });
@@ -324,7 +335,9 @@ export class RefusalGuard extends EventEmitter<BrokerEvents> implements Broker {
       this.held.delete(oldest);
       this.pending.delete(oldest);
     }
-    this.held.set(topic, { topic, topicClass, reason: err.message, reasonCode: err.reasonCode ?? null, refusals, due: this.opts.clock.monotonic() + wait });
+    const size = typeof payload === 'string' ? Buffer.byteLength(payload) : payload.length;
+    const bytes = err.reasonCode === PACKET_TOO_LARGE ? Math.min(before?.bytes ?? Infinity, size) : null;
+    this.held.set(topic, { topic, topicClass, reason: err.message, reasonCode: err.reasonCode ?? null, refusals, due: this.opts.clock.monotonic() + wait, bytes });
     if (!this.pending.has(topic)) this.pending.set(topic, { payload, options });
     const whole = this.classHold.get(topicClass);
     if (tooLarge(err)) {
@@ -406,7 +419,7 @@ export class RefusalGuard extends EventEmitter<BrokerEvents> implements Broker {
     const held = [...this.held.values()]
       .sort((a, b) => b.refusals - a.refusals)
       .slice(0, 20)
-      .map(({ due, ...h }) => ({ ...h, retryAt: due + wallOffset }));
+      .map(({ due, bytes: _bytes, ...h }) => ({ ...h, retryAt: due + wallOffset }));
     return { total, byClass, held };
   }
 

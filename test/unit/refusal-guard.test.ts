@@ -249,6 +249,52 @@ describe('RefusalGuard: what the broker refuses never costs the rest', () => {
     expect(inner.sent.map((s) => s.topic)).toEqual([configs[2]]);
   });
 
+  it('lets a smaller payload through a topic held for its size at once, and keeps a larger one aside', async () => {
+    const { inner, guard, clock, results } = setup();
+    const summary = topics.summary;
+    // Mosquitto's message_size_limit: PUBACK "Packet too large" for a summary of 3,000 bytes.
+    publish(guard, results, summary, 'x'.repeat(3_000));
+    inner.answer(summary, new BrokerError('refused', 'Publish error: Packet too large (reason code 0x95)', 0x95));
+    expect(guard.heldCount()).toBe(1);
+    // As large or larger: kept aside for the retry.
+    publish(guard, results, summary, 'y'.repeat(3_000));
+    expect(inner.sent).toHaveLength(0);
+    // Smaller, and still refused: held at that size now.
+    publish(guard, results, summary, 'z'.repeat(2_500));
+    expect(inner.sent.map((s) => s.payload.length)).toEqual([2_500]);
+    inner.answer(summary, new BrokerError('refused', 'Publish error: Packet too large (reason code 0x95)', 0x95));
+    publish(guard, results, summary, 'w'.repeat(2_600));
+    expect(inner.sent).toHaveLength(0);
+    // Smaller again (it left its detail out): sent at once, taken, and the topic is released; the
+    // larger one kept aside is older and is not sent after it.
+    publish(guard, results, summary, '{"site":{}}');
+    expect(inner.sent.map((s) => s.payload)).toEqual(['{"site":{}}']);
+    inner.answer(summary);
+    expect(guard.heldCount()).toBe(0);
+    await clock.advance(3_600_000);
+    expect(inner.sent).toHaveLength(0);
+    // A topic held for anything but its size (an ACL) holds every payload, however small.
+    const chair = topics.chair('MC7002');
+    publish(guard, results, chair, 'x'.repeat(3_000));
+    inner.answer(chair, NOT_AUTHORIZED);
+    publish(guard, results, chair, '{}');
+    expect(inner.sent).toHaveLength(0);
+    expect(results.get(chair)).toEqual(['refused', 'refused']);
+  });
+
+  it('lets no smaller payload through when the refusal for size cost the connection (Mosquitto with max_queued_messages 0)', () => {
+    const { inner, guard, results } = setup();
+    const state = topics.chair('MC7001');
+    publish(guard, results, state, 'x'.repeat(3_000));
+    inner.answer(state, new BrokerError('refused', 'Publish error: Packet too large (reason code 0x95)', 0x95));
+    inner.drop();
+    inner.up();
+    // A state a byte smaller, and still too large, would cost the connection again: kept aside.
+    publish(guard, results, state, 'x'.repeat(2_999));
+    expect(inner.sent).toHaveLength(0);
+    expect(results.get(state)).toEqual(['refused', 'refused']);
+  });
+
   it('does not send a payload past its bound, except a transaction record', () => {
     const { inner, guard, results } = setup();
     publish(guard, results, topics.chair('HUGE'), 'x'.repeat(MAX_PAYLOAD_BYTES + 1));
