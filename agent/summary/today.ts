@@ -4,7 +4,8 @@ import type { VendorClock } from '../time/vendor-clock.js';
 import { formatNaive, formatVendorTime, parseNaive } from '../time/vendor-time.js';
 import { errorMessage } from '../platform/errors.js';
 import type { Logger } from '../platform/logger.js';
-import type { Broker } from '../mqtt/broker.js';
+import { BrokerError, type Broker } from '../mqtt/broker.js';
+import { overPacketLimit, PACKET_TOO_LARGE } from '../mqtt/packet-size.js';
 import type { StoredRecord } from '../store/outbox.js';
 import { DayTally, type DaySummary } from './day-tally.js';
 import { formatDecimal, ZERO } from './decimal.js';
@@ -76,6 +77,11 @@ export class TodaySummary implements Component {
   private dayTimer: Timer | null = null;
   private publishTimer: Timer | null = null;
   private lastPublished = '';
+  /**
+   * The smallest B/summary the broker refused as too large (Mosquitto's message_size_limit): one
+   * as large leaves its chairs out from then on, until the agent restarts.
+   */
+  private refusedBytes = Infinity;
   /** Each chair's day as last published (retained), by DeviceId. */
   private lastPublishedChairs = new Map<string, string>();
   private started = false;
@@ -223,15 +229,31 @@ export class TodaySummary implements Component {
     if (!this.deps.broker.connected) return;
     const s = this.summary();
     let payload = JSON.stringify(s);
-    if (Buffer.byteLength(payload) > MAX_PAYLOAD_BYTES) payload = JSON.stringify({ ...s, chairs: {}, chairsOmitted: Object.keys(s.chairs).length });
+    const whole = !this.tooLarge(payload);
+    if (!whole) payload = JSON.stringify({ ...s, chairs: {}, chairsOmitted: Object.keys(s.chairs).length });
     if (payload !== this.lastPublished) {
       this.lastPublished = payload;
       this.deps.broker.publish(this.deps.topic, payload, { qos: 1, retain: true }).catch((err: unknown) => {
         this.lastPublished = '';
+        if (whole && err instanceof BrokerError && err.reasonCode === PACKET_TOO_LARGE) {
+          // Each chair's day has its own topic: the site's figures go out without them.
+          this.refusedBytes = Math.min(this.refusedBytes, Buffer.byteLength(payload));
+          this.deps.logger.info({ bytes: this.refusedBytes }, "the broker refused today's summary as too large; it leaves its chairs out (each chair's day is on its own topic)");
+          this.publishSoon();
+          return;
+        }
         this.deps.logger.debug({ err: errorMessage(err) }, 'summary not acknowledged; sent again at the next change or connect');
       });
     }
     this.publishChairs(s);
+  }
+
+  /** Past the agent's bound, the size the broker refused, or the Maximum Packet Size it announced. */
+  private tooLarge(payload: string): boolean {
+    const bytes = Buffer.byteLength(payload);
+    if (bytes > MAX_PAYLOAD_BYTES || bytes >= this.refusedBytes) return true;
+    const limit = this.deps.broker.maximumPacketSize();
+    return limit !== undefined && overPacketLimit(limit, this.deps.topic, payload);
   }
 
   /** Each known chair's day, where it changed. */

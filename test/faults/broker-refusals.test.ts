@@ -257,6 +257,29 @@ describeWith('mosquitto', 'a broker that refuses publishes (Mosquitto: ACL, mess
     }
   });
 
+  it("message_size_limit below today's summary: it goes out without its chairs, and each chair's day on its own topic", async () => {
+    const site = 'size-summary';
+    // Twenty chairs each with a use today make a summary of about 2 KB; the broker takes 1 KB.
+    const rig = await startRig({ site, chairs: 20, sections: { transactions: { syncSchedule: '* * * * * *' } }, broker: { extra: 'message_size_limit 1024\n' } });
+    const sub = await Subscriber.connect(rig.broker.url, [`chair-agent/${site}/summary`, `chair-agent/${site}/chairs/+/today`]);
+    try {
+      const ids = Array.from({ length: 20 }, (_, i) => `MC${7001 + i}`);
+      for (const id of ids) expect(rig.sim.paidUse(id, 5).ok).toBe(true);
+      const json = (text: string | undefined): Record<string, unknown> => JSON.parse(text ?? '{}') as Record<string, unknown>;
+      const summary = await sub.waitFor((m) => m.topic === `chair-agent/${site}/summary` && (json(m.text)['site'] as { uses?: number } | undefined)?.uses === 20, "the site's 20 uses in B/summary", 0, 20_000);
+      expect(json(summary.text)).toMatchObject({ chairs: {}, chairsOmitted: 20, site: { total: expect.any(String) } });
+      for (const id of ids) await sub.waitFor((m) => m.topic === `chair-agent/${site}/chairs/${id}/today` && json(m.text)['uses'] === 1, `${id}'s day`);
+      // Retained as such: what a late subscriber (Home Assistant after a restart) reads.
+      expect(json((await retainedOn(rig.broker.url, `chair-agent/${site}/summary`)) ?? undefined)).toMatchObject({ site: { uses: 20 }, chairsOmitted: 20 });
+      // Refused once, not at every use, and the connection stayed.
+      expect(rig.lines.filter((l) => String(l.msg).startsWith("the broker refused today's summary as too large"))).toHaveLength(1);
+      expect(connects(rig)).toBe(1);
+    } finally {
+      await sub.close();
+      await rig.close();
+    }
+  });
+
   it('a broker that keeps no retained messages (retain_available false): connects without retain, state is live, every transaction is delivered', async () => {
     // MQTT 5: the broker refuses the retained will in its CONNACK (0x9A) and would end the
     // connection at a retained publish. Before, the agent was refused at every attempt.

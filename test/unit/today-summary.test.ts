@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { VendorClock } from '../../agent/time/vendor-clock.js';
 import { silentLogger } from '../../agent/platform/logger.js';
-import type { Broker } from '../../agent/mqtt/broker.js';
+import { BrokerError, type Broker } from '../../agent/mqtt/broker.js';
 import { Outbox } from '../../agent/store/outbox.js';
 import { addDecimal, formatDecimal, parseDecimal, ZERO } from '../../agent/summary/decimal.js';
 import { DayTally } from '../../agent/summary/day-tally.js';
@@ -77,15 +77,26 @@ describe('a day of uses', () => {
   });
 });
 
-/** A connected broker that keeps what was published, in order. */
-function recordingBroker(): { broker: Broker; published: { topic: string; payload: string; retain: boolean }[] } {
+/**
+ * A connected broker that keeps what was published, in order; with a size limit, it refuses a
+ * larger payload as Mosquitto's message_size_limit does (PUBACK "Packet too large") and keeps it not.
+ */
+function recordingBroker(limit = Infinity): { broker: Broker; published: { topic: string; payload: string; retain: boolean }[]; refused: string[] } {
   const published: { topic: string; payload: string; retain: boolean }[] = [];
+  const refused: string[] = [];
   const broker = Object.assign(new EventEmitter(), {
     connected: true,
     description: 'recording',
-    publish: async (topic: string, payload: string | Buffer, opts: { retain?: boolean }) => void published.push({ topic, payload: payload.toString(), retain: opts.retain ?? false }),
+    maximumPacketSize: () => undefined,
+    publish: async (topic: string, payload: string | Buffer, opts: { retain?: boolean }) => {
+      if (Buffer.byteLength(payload) > limit) {
+        refused.push(topic);
+        throw new BrokerError('refused', 'Publish error: Packet too large (reason code 0x95)', 0x95);
+      }
+      published.push({ topic, payload: payload.toString(), retain: opts.retain ?? false });
+    },
   }) as unknown as Broker;
-  return { broker, published };
+  return { broker, published, refused };
 }
 
 /** The chairs the site knows, as the registry tells them: a list may change them. */
@@ -195,5 +206,32 @@ describe('today at a glance, from the records in the store', () => {
     const beforeConnect = published.length;
     broker.emit('connect');
     expect(published.slice(beforeConnect).filter((p) => p.topic.endsWith('/today'))).toHaveLength(301);
+  });
+
+  it("leaves B/summary's chairs out once the broker refused it as too large, and keeps each chair's day", async () => {
+    const clock = new FakeClock();
+    outbox = new Outbox({ path: join(mkdtempSync(join(tmpdir(), 'today-')), 'agent.db') });
+    outbox.open();
+    const ids = Array.from({ length: 20 }, (_, i) => `MC${String(7001 + i)}`);
+    await storeAll(outbox, ids.map((id, i) => asRecord(vendorRecord({ TransactionId: `T${i}`, TransactionTime: '2026-11-22 10:00:00', Amount: '40.00', DeviceId: id }))), 'poll', clock.now() - 3_600_000);
+    // A site broker with message_size_limit 1024: twenty chairs' figures are larger.
+    const { broker, published, refused } = recordingBroker(1_024);
+    const { chairs } = knownChairs(ids);
+    today = new TodaySummary({ source: outbox, broker, topic: 'chair-agent/s/summary', chairTopic: (id) => `chair-agent/s/chairs/${id}/today`, chairs, clock, vendorClock: new VendorClock(), timeZone: 'Asia/Bangkok', logger: silentLogger() });
+    today.start();
+    await settle(10);
+    await clock.advance(1_000);
+    expect(refused).toEqual(['chair-agent/s/summary']);
+    await clock.advance(1_000);
+    const summaries = () => published.filter((p) => p.topic === 'chair-agent/s/summary').map((p) => JSON.parse(p.payload) as Record<string, unknown>);
+    expect(summaries()).toEqual([expect.objectContaining({ site: expect.objectContaining({ uses: 20, total: '800.00' }), chairs: {}, chairsOmitted: 20 })]);
+    for (const id of ids) expect(dayOf(published, id)).toMatchObject({ uses: 1, total: '40.00' });
+
+    // The next use: the summary goes out without its chairs at once, with no second refusal.
+    await storeAll(outbox, [asRecord(vendorRecord({ TransactionId: 'T20', TransactionTime: '2026-11-22 11:00:00', Amount: '40.00', DeviceId: 'MC7001' }))], 'webhook', clock.now());
+    await clock.advance(1_000);
+    expect(refused).toHaveLength(1);
+    expect(summaries().at(-1)).toMatchObject({ site: { uses: 21 }, chairsOmitted: 20 });
+    expect(dayOf(published, 'MC7001')).toMatchObject({ uses: 2, total: '80.00' });
   });
 });
