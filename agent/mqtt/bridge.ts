@@ -39,6 +39,14 @@ export interface ChairTopicStore {
 export const RETAINED_CHAIRS_KEY = 'mqtt.retainedChairs';
 
 /**
+ * A gone chair's retained topics are cleared this long after it is found gone. Its Home Assistant
+ * entities are removed first (at once): an empty message on a topic an entity still reads is a
+ * template error in Home Assistant's log, and Home Assistant removes an entity in a task of its
+ * own, after the messages that came with the removal.
+ */
+export const CLEAR_GONE_AFTER_MS = 5_000;
+
+/**
  * Publishes the site's picture to the broker: bridge state (and its will), bridge info, each
  * chair's retained state on change and its availability; everything retained again after each
  * reconnect. Owns the broker connection: connects on start, says offline and disconnects on stop.
@@ -51,6 +59,7 @@ export class MqttBridge implements Component {
   private retained = new Set<string>();
   /** The retained chairs were checked against a successful list (afterwards the registry says who leaves). */
   private swept = false;
+  private clearTimer: Timer | null = null;
 
   constructor(private readonly deps: BridgeDeps) {}
 
@@ -82,7 +91,7 @@ export class MqttBridge implements Component {
   /** A chair is gone: empty retained messages delete its state, availability and day from the broker. */
   private readonly onRemoved = (deviceId: string): void => {
     this.deps.logger.info({ deviceId }, 'chair left the vendor list; clearing its retained topics');
-    this.clearGone();
+    this.clearGoneSoon();
   };
 
   /**
@@ -91,7 +100,7 @@ export class MqttBridge implements Component {
    * cleared: the vendor may still list it.
    */
   private readonly onListed = (): void => {
-    if (!this.swept) this.clearGone();
+    if (!this.swept) this.clearGoneSoon();
   };
 
   start(): void {
@@ -117,6 +126,8 @@ export class MqttBridge implements Component {
     const { broker, registry, health } = this.deps;
     this.infoTimer?.cancel();
     this.infoPending?.cancel();
+    this.clearTimer?.cancel();
+    this.clearTimer = null;
     registry.off('state', this.onState);
     registry.off('availability', this.onAvailability);
     registry.off('removed', this.onRemoved);
@@ -159,7 +170,7 @@ export class MqttBridge implements Component {
       if (view.state) this.send(topics.chair(view.deviceId), JSON.stringify(view.state));
       this.send(topics.availability(view.deviceId), view.online ? ONLINE : OFFLINE);
     }
-    this.clearGone();
+    this.clearGoneSoon();
   }
 
   private loadRetained(): string[] {
@@ -172,7 +183,17 @@ export class MqttBridge implements Component {
     }
   }
 
-  /** Clears the retained topics of chairs the registry no longer knows, once a list says what exists. */
+  private clearGoneSoon(): void {
+    this.clearTimer ??= this.deps.clock.setTimeout(() => {
+      this.clearTimer = null;
+      this.clearGone();
+    }, CLEAR_GONE_AFTER_MS);
+  }
+
+  /**
+   * Clears the retained topics of chairs the registry does not know now (one back meanwhile is
+   * kept), once a list says what exists.
+   */
   private clearGone(): void {
     const { broker, registry, topics } = this.deps;
     if (!broker.connected || registry.lastSuccess() === null) return;

@@ -15,6 +15,8 @@ export interface HaEntityState {
   last_reset: string | null;
   /** What Home Assistant would log as a warning or an error for this entity, and then ignore. */
   problems: string[];
+  /** Removed by an empty discovery config (haEntityStatesOverTime only). */
+  removed: boolean;
 }
 
 /**
@@ -23,6 +25,20 @@ export interface HaEntityState {
  * them, the results taken by the rules of its MQTT sensor, binary sensor and availability.
  */
 export async function haEntityStates(configs: { platform: string; config: Record<string, unknown> }[], messages: { topic: string; payload: string }[]): Promise<Map<string, HaEntityState>> {
+  const entities = await run({ entities: configs, messages });
+  return new Map(entities.map((e) => [e.unique_id, e]));
+}
+
+/**
+ * The same, with the discovery configs among the messages: each entity is set up at its config
+ * (handed what is retained on its topics), updated by a new one, and removed by an empty one,
+ * after which it reads nothing. Removed entities are in the answer, with what they logged.
+ */
+export function haEntityStatesOverTime(messages: { topic: string; payload: string }[], discoveryPrefix = 'homeassistant'): Promise<HaEntityState[]> {
+  return run({ discoveryPrefix, messages });
+}
+
+async function run(request: Record<string, unknown>): Promise<HaEntityState[]> {
   const python = pythonWithJinja2();
   if (python === null) throw new Error('no Python with Jinja2 (sudo apt install python3-jinja2)');
   // Not spawnSync: the agent under test runs in this process, and must go on polling meanwhile.
@@ -35,9 +51,8 @@ export async function haEntityStates(configs: { platform: string; config: Record
     child.on('error', reject);
     child.on('close', resolve);
   });
-  child.stdin.end(JSON.stringify({ entities: configs, messages }));
+  child.stdin.end(JSON.stringify(request));
   const status = await exited;
   if (status !== 0) throw new Error(`ha_entity_states.py: ${stderr}`);
-  const out = JSON.parse(stdout) as { entities: HaEntityState[] };
-  return new Map(out.entities.map((e) => [e.unique_id, e]));
+  return (JSON.parse(stdout) as { entities: HaEntityState[] }).entities;
 }

@@ -26,7 +26,9 @@ with the result is ported from Home Assistant's source (home-assistant/core, 202
   all or any; an entity with no availability topic is available.
 
 stdin: {"entities": [{"platform", "config"}], "messages": [{"topic", "payload"}]} in the order
-received. stdout: {"entities": [{"unique_id", "platform", "state", "available", "last_reset", "problems"}]},
+received; or {"discoveryPrefix", "messages"}, where the discovery configs are among the messages
+and entities come and go with them (over_time). stdout: {"entities": [{"unique_id", "platform",
+"state", "available", "last_reset", "problems", "removed"}]},
 with state as Home Assistant shows it ("unavailable", "unknown", "on", "off", or the value), and
 last_reset the attribute as shown (ISO 8601), or null.
 """
@@ -117,6 +119,7 @@ class Entity:
         self.value = None  # None: unknown
         self.last_reset = None
         self.problems = []
+        self.removed = False
         if "availability" in config:
             self.avail = {a["topic"]: a for a in config["availability"]}
         elif "availability_topic" in config:
@@ -148,6 +151,18 @@ class Entity:
             self.problems.append(f"a {device_class} sensor cannot have a unit of measurement ({unit!r})")
         if device_class in DEVICE_CLASS_UNITS and unit not in DEVICE_CLASS_UNITS[device_class]:
             self.problems.append(f"is using native unit of measurement {unit!r} which is not a valid unit for the device class {device_class!r}")
+
+    def topics(self):
+        return ([self.config["state_topic"]] if "state_topic" in self.config else []) + list(self.avail)
+
+    def update(self, config):
+        """A new config for a discovered entity: kept, with its state, and subscribed anew."""
+        kept = (self.value, self.last_reset, self.problems, self.latest, self.available_by_topic)
+        self.__init__(self.platform, config)
+        self.value, self.last_reset, problems, self.latest, by_topic = kept
+        self.problems = problems + self.problems
+        for t in self.available_by_topic:
+            self.available_by_topic[t] = by_topic.get(t, False)
 
     def receive(self, topic, payload):
         if topic == self.config.get("state_topic"):
@@ -255,15 +270,54 @@ class Entity:
         return "unknown" if self.value is None else self.value
 
 
+def over_time(prefix, messages):
+    """
+    mqtt/discovery.py and mqtt/entity.py, in the order things arrive: an entity is set up at its
+    discovery config and subscribes, so it is handed what is retained on its topics (the last
+    message of each here; an empty one retains nothing); a new config updates it in place, and a
+    topic it did not read before hands it what is retained there; an empty config removes it, and
+    it reads nothing after. Removed entities are reported too, with what they logged.
+    """
+    live = {}
+    removed = []
+    retained = {}
+    for m in messages:
+        topic, payload = m["topic"], m["payload"]
+        parts = topic.split("/")
+        if topic.startswith(prefix + "/") and parts[-1] == "config" and len(parts) in (4, 5):
+            entity = live.get(topic)
+            if payload == "":
+                if entity is not None:
+                    entity.removed = True
+                    removed.append(live.pop(topic))
+                continue
+            before = set(entity.topics()) if entity is not None else set()
+            if entity is None:
+                entity = live[topic] = Entity(parts[1], json.loads(payload))
+            else:
+                entity.update(json.loads(payload))
+            for t in entity.topics():
+                if t not in before and retained.get(t):
+                    entity.receive(t, retained[t])
+            continue
+        for e in live.values():
+            e.receive(topic, payload)
+        retained[topic] = payload
+    return list(live.values()) + removed
+
+
 def main():
     request = json.load(sys.stdin)
-    entities = [Entity(e["platform"], e["config"]) for e in request["entities"]]
-    for m in request["messages"]:
-        for e in entities:
-            e.receive(m["topic"], m["payload"])
+    if "discoveryPrefix" in request:
+        entities = over_time(request["discoveryPrefix"], request["messages"])
+    else:
+        entities = [Entity(e["platform"], e["config"]) for e in request["entities"]]
+        for m in request["messages"]:
+            for e in entities:
+                e.receive(m["topic"], m["payload"])
     json.dump({"entities": [
         {"unique_id": e.config.get("unique_id"), "platform": e.platform, "state": e.shown(), "available": e.available,
-         "last_reset": e.last_reset, "problems": e.problems}
+         "last_reset": e.last_reset, "problems": e.problems, "removed": e.removed}
         for e in entities
     ]}, sys.stdout)
 
