@@ -56,8 +56,12 @@ export function haId(deviceId: string): string {
 
 const ONLINE_TEMPLATE = '{{ value_json.state }}';
 
-/** Available while the agent is online (bridge/state). */
-const AGENT_UP = (t: Topics): Record<string, string> => ({ availability_topic: t.bridgeState, availability_template: ONLINE_TEMPLATE, payload_available: 'online', payload_not_available: 'offline' });
+/**
+ * Available while the agent is online (bridge/state). Its template gives "online" or "offline",
+ * Home Assistant's default payload_available and payload_not_available, which are therefore left
+ * out (as Zigbee2MQTT leaves them out): each config is smaller under a broker's size limit.
+ */
+const AGENT_UP = (t: Topics): Record<string, string> => ({ availability_topic: t.bridgeState, availability_template: ONLINE_TEMPLATE });
 
 /**
  * The entity id Home Assistant should give an entity on first sight (default_entity_id, which
@@ -283,8 +287,8 @@ export class HaDiscovery implements Component {
     };
     const availability = {
       availability: [
-        { topic: t.bridgeState, value_template: ONLINE_TEMPLATE, payload_available: 'online', payload_not_available: 'offline' },
-        { topic: t.availability(deviceId), value_template: ONLINE_TEMPLATE, payload_available: 'online', payload_not_available: 'offline' },
+        { topic: t.bridgeState, value_template: ONLINE_TEMPLATE },
+        { topic: t.availability(deviceId), value_template: ONLINE_TEMPLATE },
       ],
       availability_mode: 'all',
     };
