@@ -19,11 +19,16 @@ export interface SummarySource {
   off(event: 'stored', listener: (records: readonly StoredRecord[]) => void): unknown;
 }
 
-/** The chairs the site knows (configured, and those the vendor lists), asked again after each list. */
+/**
+ * The chairs the site knows (configured, and those the vendor lists): the registry, which tells of
+ * a chair's first state (a chair new to it) and of a chair gone.
+ */
 export interface KnownChairs {
   knownIds(): string[];
-  on(event: 'listed', listener: () => void): unknown;
-  off(event: 'listed', listener: () => void): unknown;
+  on(event: 'state', listener: (state: { deviceId: string }) => void): unknown;
+  on(event: 'removed', listener: (deviceId: string) => void): unknown;
+  off(event: 'state', listener: (state: { deviceId: string }) => void): unknown;
+  off(event: 'removed', listener: (deviceId: string) => void): unknown;
 }
 
 export interface TodayDeps {
@@ -100,21 +105,22 @@ export class TodaySummary implements Component {
     this.publish();
   };
 
-  /**
-   * A list may have let a chair go (the bridge has just cleared its topics: forgotten here at once,
-   * so it is published afresh if the next list brings it back) or brought one (published soon).
-   */
-  private readonly onListed = (): void => {
-    const known = new Set(this.deps.chairs.knownIds());
-    for (const id of this.lastPublishedChairs.keys()) if (!known.has(id)) this.lastPublishedChairs.delete(id);
-    if (known.size !== this.lastPublishedChairs.size) this.publishSoon();
+  /** A chair new to the site: its day is published soon. A state of a known one costs a lookup. */
+  private readonly onChairState = (state: { deviceId: string }): void => {
+    if (!this.lastPublishedChairs.has(state.deviceId)) this.publishSoon();
+  };
+
+  /** A chair gone (the bridge clears its topics): forgotten here, so its day is sent afresh if it returns. */
+  private readonly onChairRemoved = (deviceId: string): void => {
+    this.lastPublishedChairs.delete(deviceId);
   };
 
   start(): void {
     this.started = true;
     this.deps.source.on('stored', this.onStored);
     this.deps.broker.on('connect', this.onConnect);
-    this.deps.chairs.on('listed', this.onListed);
+    this.deps.chairs.on('state', this.onChairState);
+    this.deps.chairs.on('removed', this.onChairRemoved);
     this.newDay();
   }
 
@@ -122,7 +128,8 @@ export class TodaySummary implements Component {
     this.started = false;
     this.deps.source.off('stored', this.onStored);
     this.deps.broker.off('connect', this.onConnect);
-    this.deps.chairs.off('listed', this.onListed);
+    this.deps.chairs.off('state', this.onChairState);
+    this.deps.chairs.off('removed', this.onChairRemoved);
     if (this.loading) clearImmediate(this.loading);
     this.loading = null;
     this.dayTimer?.cancel();

@@ -99,11 +99,17 @@ function recordingBroker(limit = Infinity): { broker: Broker; published: { topic
   return { broker, published, refused };
 }
 
-/** The chairs the site knows, as the registry tells them: a list may change them. */
+/** The chairs the site knows, as the registry tells them: a list may bring a chair (its first state) or let one go. */
 function knownChairs(ids: string[]): { chairs: EventEmitter & { knownIds(): string[] }; list(next: string[]): void } {
   let known = ids;
   const chairs = Object.assign(new EventEmitter(), { knownIds: () => [...known] });
-  return { chairs, list: (next) => ((known = next), chairs.emit('listed')) };
+  const list = (next: string[]): void => {
+    const before = known;
+    known = next;
+    for (const id of before) if (!next.includes(id)) chairs.emit('removed', id);
+    for (const id of next) if (!before.includes(id)) chairs.emit('state', { deviceId: id });
+  };
+  return { chairs, list };
 }
 
 const dayOf = (published: { topic: string; payload: string }[], deviceId: string): Record<string, unknown> | undefined => {
