@@ -373,7 +373,7 @@ if (want('traffic')) {
 
 What: ${r.sessions} paid sessions on 16 simulated chairs (a minute lasts 100 ms, webhooks on), every message the agent
 published counted at a subscriber with its size as an MQTT PUBLISH. Per session: ${r.perSession.transactions.messages} transaction
-messages (${r.perSession.transactions.bytes} bytes) and ${r.perSession.other.messages} other messages (state changes, bridge/info; ${r.perSession.other.bytes} bytes).
+messages (${r.perSession.transactions.bytes} bytes) and ${r.perSession.other.messages} other messages (state changes, bridge/info, the day's figures; ${r.perSession.other.bytes} bytes).
 A running chair's state message: ${r.runningStateBytes} bytes, once per poll (its remaining time moves).
 
 Busy-site hour, composed from those figures: ${r.profile.chairs} chairs busy ${r.profile.busyShare * 100}% of the time in

@@ -16,7 +16,7 @@ export interface TrafficClass {
 
 export interface SiteTraffic {
   sessions: number;
-  /** Per completed session: transaction records, chair-state changes, bridge/info updates. */
+  /** Per completed session: transaction records; chair-state changes, bridge/info updates and the day's figures (B/summary, the chair's day). */
   perSession: { transactions: TrafficClass; other: TrafficClass };
   /** One state message of a running chair (its remaining time moves at every poll). */
   runningStateBytes: number;
