@@ -321,10 +321,14 @@ export class HaDiscovery implements Component {
 /**
  * Uses, minutes and takings today, of the site (B/summary's `site`) or of one chair (its own day,
  * B/chairs/<DeviceId>/today, there for every chair however many the site has). Each goes back to 0
- * at the site's midnight. Uses and minutes are total_increasing, which tells Home Assistant's
- * statistics the drop is a new count, not a loss. The takings have no unit unless site.currency
- * names one (the vendor's Amount does not): then they are money (device class monetary, whose only
- * state class is total), and the day's start is their last reset.
+ * at the site's midnight. Uses only grow within a day: total_increasing, which tells Home
+ * Assistant's statistics the drop at midnight is a new count, not a loss. Minutes and takings can
+ * also fall within a day (a use's finished record, which wins, may say fewer minutes or a smaller
+ * amount than its playing one): to Home Assistant's recorder a fall in a total_increasing sensor is
+ * a warning ("not strictly increasing") or, past a tenth, a new meter whose figure it counts again.
+ * So they are total, with the day's start as their last reset. The takings have no unit unless
+ * site.currency names one (the vendor's Amount does not): then they are money (device class
+ * monetary, whose only state class is total).
  */
 function todayFigures(
   make: (objectId: string, name: string, extra: Record<string, unknown>) => Entity,
@@ -335,14 +339,14 @@ function todayFigures(
 ): Entity[] {
   const value = (field: string): string => `{{ value_json.${under ? `${under}.` : ''}${field} }}`;
   const today = (objectId: string, name: string, field: string, extra: Record<string, unknown>): Entity =>
-    make(objectId, name, { state_topic: topic, value_template: value(field), state_class: 'total_increasing', ...extra });
-  const money = currency
-    ? { device_class: 'monetary', unit_of_measurement: currency, state_class: 'total', last_reset_value_template: "{{ value_json.get('startedAt') or '' }}", suggested_display_precision: 2 }
-    : {};
+    make(objectId, name, { state_topic: topic, value_template: value(field), ...extra });
+  // The day's start: read with .get, so a retained payload without it (0.3.19) logs nothing.
+  const sinceMidnight = { state_class: 'total', last_reset_value_template: "{{ value_json.get('startedAt') or '' }}" };
+  const money = currency ? { device_class: 'monetary', unit_of_measurement: currency, suggested_display_precision: 2 } : {};
   return [
-    today('uses_today', 'Uses today', 'uses', { unit_of_measurement: 'uses', icon: 'mdi:counter' }),
-    today('minutes_today', 'Minutes today', 'minutes', { device_class: 'duration', unit_of_measurement: 'min' }),
-    today('takings_today', 'Takings today', 'total', { icon: 'mdi:cash-register', ...money }),
+    today('uses_today', 'Uses today', 'uses', { state_class: 'total_increasing', unit_of_measurement: 'uses', icon: 'mdi:counter' }),
+    today('minutes_today', 'Minutes today', 'minutes', { device_class: 'duration', unit_of_measurement: 'min', ...sinceMidnight }),
+    today('takings_today', 'Takings today', 'total', { icon: 'mdi:cash-register', ...sinceMidnight, ...money }),
   ];
 }
 

@@ -117,11 +117,17 @@ describe("Home Assistant discovery, against Home Assistant's own schemas", () =>
       expect(config['value_template'], topic).toBe(isSite ? '{{ value_json.site.total }}' : '{{ value_json.total }}');
       expect(config['last_reset_value_template']).toContain('startedAt');
     }
-    // Without a currency the takings have no unit, and count up as uses and minutes do.
-    const plain = JSON.parse(announced().get('homeassistant/sensor/chair_agent_ladprao-01/takings_today/config') as string) as Record<string, unknown>;
-    expect(plain).toMatchObject({ state_class: 'total_increasing' });
-    expect(plain).not.toHaveProperty('unit_of_measurement');
-    expect(plain).not.toHaveProperty('last_reset_value_template');
+    // Without a currency the takings have no unit, and are reset at midnight all the same.
+    const plain = announced();
+    const config = (objectId: string): Record<string, unknown> => JSON.parse(plain.get(`homeassistant/sensor/chair_agent_ladprao-01/${objectId}/config`) as string) as Record<string, unknown>;
+    expect(config('takings_today')).toMatchObject({ state_class: 'total', last_reset_value_template: "{{ value_json.get('startedAt') or '' }}" });
+    expect(config('takings_today')).not.toHaveProperty('unit_of_measurement');
+    expect(config('takings_today')).not.toHaveProperty('device_class');
+    // Minutes can fall within a day (a finished record says fewer than its playing one): total,
+    // reset at midnight. Uses only grow: total_increasing, whose drop at midnight is a new count.
+    expect(config('minutes_today')).toMatchObject({ device_class: 'duration', state_class: 'total', last_reset_value_template: "{{ value_json.get('startedAt') or '' }}" });
+    expect(config('uses_today')).toMatchObject({ state_class: 'total_increasing' });
+    expect(config('uses_today')).not.toHaveProperty('last_reset_value_template');
   });
 
   it('the ported schema refuses what Home Assistant would drop or reject', () => {

@@ -19,6 +19,10 @@ with the result is ported from Home Assistant's source (home-assistant/core, 202
   DEVICE_CLASS_STATE_CLASSES and DEVICE_CLASS_UNITS, here for the device classes the agent uses);
   SensorEntity.state_attributes, which shows last_reset only for state class total and warns
   when another state class sets it.
+- components/sensor/recorder.py, reset_detected: a total_increasing sensor whose state falls by
+  less than a tenth is "not strictly increasing" (warn_dip, a warning), by more a new meter whose
+  figure the statistics count again (reported here too: right at the day's start, where a fall
+  to 0 is not reported, and a count made twice anywhere else).
 - components/mqtt/binary_sensor.py: payload_on (default "ON"), payload_off ("OFF") or "None";
   an empty result is ignored, anything else is "No matching payload found" and ignored.
 - components/mqtt/entity.py, MqttAvailabilityMixin: each availability topic's template result
@@ -120,6 +124,7 @@ class Entity:
         self.last_reset = None
         self.problems = []
         self.removed = False
+        self.previous_number = None  # the recorder's previous float state
         if "availability" in config:
             self.avail = {a["topic"]: a for a in config["availability"]}
         elif "availability_topic" in config:
@@ -231,6 +236,7 @@ class Entity:
                 self.problems.append(f"numeric sensor given the non-numeric value {result!r}")
                 return
             self.value = result
+            self.record(number)
             return
         device_class = self.config.get("device_class")
         if device_class in (None, "enum"):
@@ -252,6 +258,15 @@ class Entity:
             self.value = when.astimezone(timezone.utc).isoformat(timespec="seconds")
         else:
             self.value = when.date().isoformat()
+
+    def record(self, number):
+        previous, self.previous_number = self.previous_number, number
+        if self.config.get("state_class") != "total_increasing" or previous is None:
+            return
+        if 0.9 * previous <= number < previous:
+            self.problems.append(f"has state class total_increasing, but its state is not strictly increasing ({previous:g} to {number:g})")
+        elif number < 0.9 * previous and number != 0:
+            self.problems.append(f"total_increasing fell from {previous:g} to {number:g}: the recorder takes a new meter and counts {number:g} again (right only at the day's start)")
 
     @property
     def available(self):
