@@ -81,13 +81,13 @@ describe('a day of uses', () => {
  * A connected broker that keeps what was published, in order; with a size limit, it refuses a
  * larger payload as Mosquitto's message_size_limit does (PUBACK "Packet too large") and keeps it not.
  */
-function recordingBroker(limit = Infinity): { broker: Broker; published: { topic: string; payload: string; retain: boolean }[]; refused: string[] } {
+function recordingBroker(limit = Infinity, announced?: number): { broker: Broker; published: { topic: string; payload: string; retain: boolean }[]; refused: string[] } {
   const published: { topic: string; payload: string; retain: boolean }[] = [];
   const refused: string[] = [];
   const broker = Object.assign(new EventEmitter(), {
     connected: true,
     description: 'recording',
-    maximumPacketSize: () => undefined,
+    maximumPacketSize: () => announced,
     publish: async (topic: string, payload: string | Buffer, opts: { retain?: boolean }) => {
       if (Buffer.byteLength(payload) > limit) {
         refused.push(topic);
@@ -239,5 +239,21 @@ describe('today at a glance, from the records in the store', () => {
     expect(refused).toHaveLength(1);
     expect(summaries().at(-1)).toMatchObject({ site: { uses: 21 }, chairsOmitted: 20 });
     expect(dayOf(published, 'MC7001')).toMatchObject({ uses: 2, total: '80.00' });
+  });
+
+  it('leaves the chairs out at once under the Maximum Packet Size a broker announces (Mosquitto max_packet_size)', async () => {
+    const clock = new FakeClock();
+    outbox = new Outbox({ path: join(mkdtempSync(join(tmpdir(), 'today-')), 'agent.db') });
+    outbox.open();
+    const ids = Array.from({ length: 20 }, (_, i) => `MC${String(7001 + i)}`);
+    await storeAll(outbox, ids.map((id, i) => asRecord(vendorRecord({ TransactionId: `T${i}`, TransactionTime: '2026-11-22 10:00:00', Amount: '40.00', DeviceId: id }))), 'poll', clock.now() - 3_600_000);
+    // Told in the CONNACK: a packet over it would cost the connection, so none is sent to learn it.
+    const { broker, published, refused } = recordingBroker(Infinity, 1_024);
+    today = new TodaySummary({ source: outbox, broker, topic: 'chair-agent/s/summary', chairTopic: (id) => `chair-agent/s/chairs/${id}/today`, chairs: knownChairs(ids).chairs, clock, vendorClock: new VendorClock(), timeZone: 'Asia/Bangkok', logger: silentLogger() });
+    today.start();
+    await settle(10);
+    await clock.advance(1_000);
+    expect(refused).toEqual([]);
+    expect(published.filter((p) => p.topic === 'chair-agent/s/summary').map((p) => JSON.parse(p.payload) as Record<string, unknown>)).toEqual([expect.objectContaining({ site: expect.objectContaining({ uses: 20 }), chairsOmitted: 20 })]);
   });
 });
