@@ -4,6 +4,7 @@ import { startBroker, type TestBroker } from './broker.js';
 import type { BrokerOptions } from '../../bench/lib/broker.js';
 import { TEST_API_KEY, testConfig } from './config.js';
 import { memoryLogger, type LogRecord } from './memory-logger.js';
+import { Subscriber } from './subscriber.js';
 
 export interface Rig {
   broker: TestBroker;
@@ -13,6 +14,8 @@ export interface Rig {
   lines: LogRecord[];
   /** http://127.0.0.1:<agent port> */
   base: string;
+  /** Subscribed before the agent started (opts.subscribe), as Home Assistant is at a site. */
+  sub: Subscriber | null;
   close(): Promise<void>;
 }
 
@@ -24,12 +27,15 @@ export async function startRig(opts: {
   minuteMs?: number;
   /** Mosquitto's configuration beyond the default (ACLs, size and queue limits). */
   broker?: BrokerOptions;
+  /** Topic filters a subscriber takes before the agent starts: it sees everything from the first message. */
+  subscribe?: string[];
 }): Promise<Rig> {
   const broker = await startBroker(opts.broker);
   const sim = new Simulator({ apiKey: TEST_API_KEY, chairs: opts.chairs ?? 2, minuteMs: opts.minuteMs ?? 60_000 });
   await sim.start();
+  const sub = opts.subscribe ? await Subscriber.connect(broker.url, opts.subscribe) : null;
   const { logger, lines } = memoryLogger(process.env['RIG_LOG'] === 'debug' ? 'debug' : 'info');
-  const agent = build(testConfig({ vendorUrl: sim.url, brokerUrl: broker.url }, { ...opts.sections, site: { id: opts.site } }), { logger });
+  const agent = build(testConfig({ vendorUrl: sim.url, brokerUrl: broker.url }, { ...opts.sections, site: { ...opts.sections?.['site'], id: opts.site } }), { logger });
   await agent.start();
   return {
     broker,
@@ -37,8 +43,10 @@ export async function startRig(opts: {
     agent,
     lines,
     base: `http://127.0.0.1:${agent.http.address().port}`,
+    sub,
     async close() {
       await agent.stop();
+      await sub?.close();
       await sim.close();
       await broker.stop();
     },

@@ -1,14 +1,7 @@
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { afterAll, expect, it } from 'vitest';
-import { build, type Agent } from '../../agent/build.js';
-import { createLogger } from '../../agent/platform/logger.js';
-import { Simulator } from '../../agent/simulator/simulator.js';
-import { startBroker, type TestBroker } from '../helpers/broker.js';
-import { TEST_API_KEY, testConfig } from '../helpers/config.js';
 import { haEntityStatesOverTime } from '../helpers/ha-entity-states.js';
-import { Subscriber } from '../helpers/subscriber.js';
+import { startRig, type Rig } from '../helpers/rig.js';
+import type { Subscriber } from '../helpers/subscriber.js';
 import { describeWith } from '../helpers/tools.js';
 import { waitFor } from '../helpers/wait.js';
 
@@ -21,37 +14,25 @@ import { waitFor } from '../helpers/wait.js';
  */
 const SITE = 'hall-07';
 const B = `chair-agent/${SITE}`;
-let broker: TestBroker | undefined;
-let sim: Simulator | undefined;
-let agent: Agent | undefined;
-let sub: Subscriber | undefined;
+let rig: Rig | undefined;
 
-afterAll(async () => {
-  await agent?.stop();
-  await sub?.close();
-  await sim?.close();
-  await broker?.stop();
-});
+afterAll(() => rig?.close());
 
 describeWith(['jinja2', 'mosquitto'], 'Home Assistant when a chair leaves the site', () => {
   it('removes the chair from Home Assistant before its retained topics are cleared, so nothing lands in its log', async () => {
-    broker = await startBroker();
-    sim = new Simulator({ apiKey: TEST_API_KEY, chairs: 2, minuteMs: 2_000 });
-    await sim.start();
-    sub = await Subscriber.connect(broker.url, [`${B}/#`, 'homeassistant/#']);
-    const config = testConfig(
-      { vendorUrl: sim.url, brokerUrl: broker.url, dbPath: join(mkdtempSync(join(tmpdir(), 'ha-removal-')), 'agent.db') },
-      {
-        site: { id: SITE },
+    rig = await startRig({
+      site: SITE,
+      minuteMs: 2_000,
+      subscribe: [`${B}/#`, 'homeassistant/#'],
+      sections: {
         // MC7002 is not configured: gone 3 s after the vendor stops listing it.
         vendor: { forgetChairAfterMinutes: 0.05 },
         gpio: { driver: 'sim', chairs: [{ deviceId: 'MC7001', button: 17, led: 27 }] },
         homeassistant: { enabled: true },
       },
-    );
-    agent = build(config, { logger: createLogger({ level: 'silent' }) });
-    await agent.start();
-    const s = sub;
+    });
+    const { sim } = rig;
+    const s = rig.sub as Subscriber;
     const isMc7002Config = (topic: string): boolean => topic.startsWith('homeassistant/') && topic.includes('_MC7002/') && topic.endsWith('/config');
     const mc7002Topics = [`${B}/chairs/MC7002`, `${B}/chairs/MC7002/availability`, `${B}/chairs/MC7002/today`];
     await waitFor(() => new Set(s.messages.filter((m) => isMc7002Config(m.topic) && m.text !== '').map((m) => m.topic)).size === 8, "MC7002's 8 configs");

@@ -1,16 +1,9 @@
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { afterAll, expect, it } from 'vitest';
-import { build, type Agent } from '../../agent/build.js';
-import { createLogger } from '../../agent/platform/logger.js';
-import { Simulator } from '../../agent/simulator/simulator.js';
 import { formatVendorTime } from '../../agent/time/vendor-time.js';
-import { startBroker, type TestBroker } from '../helpers/broker.js';
-import { TEST_API_KEY, testConfig } from '../helpers/config.js';
 import { haEntityStatesOverTime, type HaEntityState } from '../helpers/ha-entity-states.js';
 import { vendorRecord } from '../helpers/records.js';
-import { Subscriber } from '../helpers/subscriber.js';
+import { startRig, type Rig } from '../helpers/rig.js';
+import type { Subscriber } from '../helpers/subscriber.js';
 import { describeWith } from '../helpers/tools.js';
 import { waitFor } from '../helpers/wait.js';
 import { webhookStatus } from '../helpers/webhook.js';
@@ -25,17 +18,9 @@ import { webhookStatus } from '../helpers/webhook.js';
  */
 const SITE = 'hall-05';
 const B = `chair-agent/${SITE}`;
-let broker: TestBroker | undefined;
-let sim: Simulator | undefined;
-let agent: Agent | undefined;
-let sub: Subscriber | undefined;
+let rig: Rig | undefined;
 
-afterAll(async () => {
-  await agent?.stop();
-  await sub?.close();
-  await sim?.close();
-  await broker?.stop();
-});
+afterAll(() => rig?.close());
 
 const json = (text: string | undefined): Record<string, unknown> => JSON.parse(text ?? '{}') as Record<string, unknown>;
 const problems = (states: HaEntityState[]): string[] => states.flatMap((e) => e.problems.map((p) => `${e.unique_id}: ${p}`));
@@ -43,18 +28,14 @@ const shown = (states: HaEntityState[], uniqueId: string): string | undefined =>
 
 describeWith(['jinja2', 'mosquitto'], "Home Assistant's statistics of today's figures", () => {
   it('takes minutes and takings that fall within a day (a finished record says less) without a warning or a count made twice', async () => {
-    broker = await startBroker();
-    sim = new Simulator({ apiKey: TEST_API_KEY, chairs: 2, minuteMs: 2_000 });
-    await sim.start();
-    sub = await Subscriber.connect(broker.url, [`${B}/#`, 'homeassistant/#']);
-    const config = testConfig(
-      { vendorUrl: sim.url, brokerUrl: broker.url, dbPath: join(mkdtempSync(join(tmpdir(), 'ha-statistics-')), 'agent.db') },
-      { site: { id: SITE, currency: 'THB' }, gpio: { driver: 'sim', chairs: [{ deviceId: 'MC7001', button: 17, led: 27 }] }, homeassistant: { enabled: true } },
-    );
-    agent = build(config, { logger: createLogger({ level: 'silent' }) });
-    await agent.start();
-    const base = `http://127.0.0.1:${agent.http.address().port}`;
-    const s = sub;
+    rig = await startRig({
+      site: SITE,
+      minuteMs: 2_000,
+      subscribe: [`${B}/#`, 'homeassistant/#'],
+      sections: { site: { currency: 'THB' }, gpio: { driver: 'sim', chairs: [{ deviceId: 'MC7001', button: 17, led: 27 }] }, homeassistant: { enabled: true } },
+    });
+    const { base } = rig;
+    const s = rig.sub as Subscriber;
     const day = (): Record<string, unknown> => json(s.last(`${B}/chairs/MC7001/today`)?.text);
     await waitFor(() => day()['uses'] === 0, "MC7001's day");
 
