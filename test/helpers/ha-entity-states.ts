@@ -15,30 +15,20 @@ export interface HaEntityState {
   last_reset: string | null;
   /** What Home Assistant would log as a warning or an error for this entity, and then ignore. */
   problems: string[];
-  /** Removed by an empty discovery config (haEntityStatesOverTime only). */
+  /** Removed by an empty discovery config. */
   removed: boolean;
 }
 
 /**
- * What Home Assistant shows for the entities of these discovery configs once it has received
- * these messages, in this order: their templates rendered by Jinja2 as Home Assistant renders
- * them, the results taken by the rules of its MQTT sensor, binary sensor and availability.
+ * What Home Assistant shows once it has received these messages, in this order, the discovery
+ * configs among them: each entity is set up at its config (and handed what is retained on its
+ * topics), updated by a new one, and removed by an empty one, after which it reads nothing; its
+ * templates rendered by Jinja2 as Home Assistant renders them, the results taken by the rules of
+ * its MQTT sensor, binary sensor and availability, and of its recorder. Removed entities are in
+ * the answer, with what they logged.
  */
-export async function haEntityStates(configs: { platform: string; config: Record<string, unknown> }[], messages: { topic: string; payload: string }[]): Promise<Map<string, HaEntityState>> {
-  const entities = await run({ entities: configs, messages });
-  return new Map(entities.map((e) => [e.unique_id, e]));
-}
-
-/**
- * The same, with the discovery configs among the messages: each entity is set up at its config
- * (handed what is retained on its topics), updated by a new one, and removed by an empty one,
- * after which it reads nothing. Removed entities are in the answer, with what they logged.
- */
-export function haEntityStatesOverTime(messages: { topic: string; payload: string }[], discoveryPrefix = 'homeassistant'): Promise<HaEntityState[]> {
-  return run({ discoveryPrefix, messages });
-}
-
-async function run(request: Record<string, unknown>): Promise<HaEntityState[]> {
+export async function haEntityStates(messages: { topic: string; payload: string }[], discoveryPrefix = 'homeassistant'): Promise<HaEntityState[]> {
+  const request = { discoveryPrefix, messages };
   const python = pythonWithJinja2();
   if (python === null) throw new Error('no Python with Jinja2 (sudo apt install python3-jinja2)');
   // Not spawnSync: the agent under test runs in this process, and must go on polling meanwhile.

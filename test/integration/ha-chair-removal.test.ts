@@ -1,5 +1,5 @@
 import { afterAll, expect, it } from 'vitest';
-import { haEntityStatesOverTime } from '../helpers/ha-entity-states.js';
+import { haEntityStates } from '../helpers/ha-entity-states.js';
 import { startRig, type Rig } from '../helpers/rig.js';
 import type { Subscriber } from '../helpers/subscriber.js';
 import { describeWith } from '../helpers/tools.js';
@@ -49,7 +49,7 @@ describeWith(['jinja2', 'mosquitto'], 'Home Assistant when a chair leaves the si
     const firstTopicCleared = s.messages.findIndex((m) => mc7002Topics.includes(m.topic) && m.text === '');
     expect(lastConfigCleared).toBeLessThan(firstTopicCleared);
 
-    const states = await haEntityStatesOverTime(s.messages.map((m) => ({ topic: m.topic, payload: m.text })));
+    const states = await haEntityStates(s.messages.map((m) => ({ topic: m.topic, payload: m.text })));
     expect(states.flatMap((e) => e.problems.map((p) => `${e.unique_id}: ${p}`))).toEqual([]);
     expect(states.filter((e) => e.removed).map((e) => e.unique_id).sort()).toEqual(
       ['status', 'remaining', 'running', 'seated', 'start', 'uses_today', 'minutes_today', 'takings_today'].map((x) => `chair_agent_${SITE}_MC7002_${x}`).sort(),

@@ -70,12 +70,13 @@ function configs(): { platform: string; config: Record<string, unknown> }[] {
   return [...last].filter(([, text]) => text !== '').map(([topic, text]) => ({ platform: topic.split('/')[1] as string, config: json(text) }));
 }
 
-/** What Home Assistant shows now, by unique id, having received everything the subscriber has. */
-function shown(): Promise<Map<string, HaEntityState>> {
-  return haEntityStates(
-    configs(),
-    sub.messages.map((m) => ({ topic: m.topic, payload: m.text })),
-  );
+/**
+ * What Home Assistant shows now, by unique id, having received everything the subscriber has, in
+ * order: each entity set up at its config, and handed what is retained on its topics then.
+ */
+async function shown(): Promise<Map<string, HaEntityState>> {
+  const states = await haEntityStates(sub.messages.map((m) => ({ topic: m.topic, payload: m.text })));
+  return new Map(states.filter((e) => !e.removed).map((e) => [e.unique_id, e]));
 }
 
 const state = (states: Map<string, HaEntityState>, uniqueId: string): string => {

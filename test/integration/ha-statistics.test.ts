@@ -1,6 +1,6 @@
 import { afterAll, expect, it } from 'vitest';
 import { formatVendorTime } from '../../agent/time/vendor-time.js';
-import { haEntityStatesOverTime, type HaEntityState } from '../helpers/ha-entity-states.js';
+import { haEntityStates, type HaEntityState } from '../helpers/ha-entity-states.js';
 import { vendorRecord } from '../helpers/records.js';
 import { startRig, type Rig } from '../helpers/rig.js';
 import type { Subscriber } from '../helpers/subscriber.js';
@@ -48,7 +48,7 @@ describeWith(['jinja2', 'mosquitto'], "Home Assistant's statistics of today's fi
     expect(day()).toMatchObject({ uses: 1, total: '180.00' });
 
     const messages = s.messages.map((m) => ({ topic: m.topic, payload: m.text }));
-    const states = await haEntityStatesOverTime(messages);
+    const states = await haEntityStates(messages);
     expect(problems(states)).toEqual([]);
     const chair = `chair_agent_${SITE}_MC7001`;
     expect([shown(states, `${chair}_uses_today`), shown(states, `${chair}_minutes_today`), shown(states, `${chair}_takings_today`)]).toEqual(['1', '9', '180.00']);
@@ -61,7 +61,7 @@ describeWith(['jinja2', 'mosquitto'], "Home Assistant's statistics of today's fi
       const { last_reset_value_template: _, ...rest } = json(m.payload);
       return { ...m, payload: JSON.stringify({ ...rest, state_class: 'total_increasing', ...(rest['device_class'] === 'monetary' ? { device_class: undefined, unit_of_measurement: undefined } : {}) }) };
     });
-    const warned = problems(await haEntityStatesOverTime(before)).filter((p) => p.includes('not strictly increasing'));
+    const warned = problems(await haEntityStates(before)).filter((p) => p.includes('not strictly increasing'));
     expect(warned.map((p) => p.split(':')[0]).sort()).toEqual([`${chair}_minutes_today`, `${chair}_takings_today`, `chair_agent_${SITE}_minutes_today`, `chair_agent_${SITE}_takings_today`].sort());
   });
 });

@@ -29,10 +29,9 @@ with the result is ported from Home Assistant's source (home-assistant/core, 202
   must equal its payload_available or payload_not_available; availability_mode latest (default),
   all or any; an entity with no availability topic is available.
 
-stdin: {"entities": [{"platform", "config"}], "messages": [{"topic", "payload"}]} in the order
-received; or {"discoveryPrefix", "messages"}, where the discovery configs are among the messages
-and entities come and go with them (over_time). stdout: {"entities": [{"unique_id", "platform",
-"state", "available", "last_reset", "problems", "removed"}]},
+stdin: {"discoveryPrefix", "messages": [{"topic", "payload"}]} in the order received, the
+discovery configs among them: entities come and go with them (over_time). stdout:
+{"entities": [{"unique_id", "platform", "state", "available", "last_reset", "problems", "removed"}]},
 with state as Home Assistant shows it ("unavailable", "unknown", "on", "off", or the value), and
 last_reset the attribute as shown (ISO 8601), or null.
 """
@@ -323,13 +322,7 @@ def over_time(prefix, messages):
 
 def main():
     request = json.load(sys.stdin)
-    if "discoveryPrefix" in request:
-        entities = over_time(request["discoveryPrefix"], request["messages"])
-    else:
-        entities = [Entity(e["platform"], e["config"]) for e in request["entities"]]
-        for m in request["messages"]:
-            for e in entities:
-                e.receive(m["topic"], m["payload"])
+    entities = over_time(request["discoveryPrefix"], request["messages"])
     json.dump({"entities": [
         {"unique_id": e.config.get("unique_id"), "platform": e.platform, "state": e.shown(), "available": e.available,
          "last_reset": e.last_reset, "problems": e.problems, "removed": e.removed}
