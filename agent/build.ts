@@ -17,6 +17,7 @@ import { bridgeApiHandlers } from './mqtt/bridge-api.js';
 import { locationFilter } from './core/location.js';
 import { BridgeRequests } from './mqtt/bridge-requests.js';
 import { HaDiscovery } from './mqtt/ha-discovery.js';
+import { BrokerSizeLimit } from './mqtt/size-limit.js';
 import { StartCorrelation, StartCorrelationFeed } from './start/start-correlation.js';
 import { StatusPage } from './http/status-page.js';
 import { clientAddressFrom } from './http/client-address.js';
@@ -167,7 +168,8 @@ export function build(config: Config, deps: AgentDeps): Agent {
     ackTimeoutMs: config.mqtt.ackTimeoutSeconds * 1000,
   });
   const retention = new Retention({ outbox, scheduler, clock, logger: child('retention'), retentionDays: config.storage.retentionDays });
-  const today = new TodaySummary({ source: outbox, broker, topic: topics.summary, chairTopic: (id) => topics.chairToday(id), chairs: registry, clock, vendorClock, timeZone: config.site.timezone, currency: config.site.currency, logger: child('today') });
+  const sizeLimit = new BrokerSizeLimit(broker);
+  const today = new TodaySummary({ source: outbox, broker, topic: topics.summary, chairTopic: (id) => topics.chairToday(id), chairs: registry, sizeLimit, clock, vendorClock, timeZone: config.site.timezone, currency: config.site.currency, logger: child('today') });
   const site = { siteId: config.site.id, timeZone: config.site.timezone, vendorBaseUrl: config.vendor.baseUrl, gpioDriver: config.gpio.driver };
   const sources = { site, clock, health, registry, broker, outbox, inFlight: () => publisher.inFlight, refusals: () => guard.refusals(), today: () => today.summary(), webhookCertificate: () => webhookHttp.certificateStatus() };
   const bridge = new MqttBridge({ broker, topics, registry, health, clock, logger: child('bridge'), infoIntervalMs: 60_000, info: () => bridgeInfo(sources), store: outbox.state, backlog: outbox });

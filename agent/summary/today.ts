@@ -4,8 +4,8 @@ import type { VendorClock } from '../time/vendor-clock.js';
 import { formatNaive, formatVendorTime, parseNaive } from '../time/vendor-time.js';
 import { errorMessage } from '../platform/errors.js';
 import type { Logger } from '../platform/logger.js';
-import { BrokerError, type Broker } from '../mqtt/broker.js';
-import { overPacketLimit, PACKET_TOO_LARGE } from '../mqtt/packet-size.js';
+import type { Broker } from '../mqtt/broker.js';
+import type { BrokerSizeLimit } from '../mqtt/size-limit.js';
 import type { StoredRecord } from '../store/outbox.js';
 import { DayTally, type DaySummary } from './day-tally.js';
 import { formatDecimal, ZERO } from './decimal.js';
@@ -39,6 +39,8 @@ export interface TodayDeps {
   /** B/chairs/<DeviceId>/today. */
   chairTopic: (deviceId: string) => string;
   chairs: KnownChairs;
+  /** What the broker takes: a summary it would not is sent without its chairs. */
+  sizeLimit: BrokerSizeLimit;
   clock: Clock;
   vendorClock: VendorClock;
   timeZone: string;
@@ -82,11 +84,8 @@ export class TodaySummary implements Component {
   private dayTimer: Timer | null = null;
   private publishTimer: Timer | null = null;
   private lastPublished = '';
-  /**
-   * The smallest B/summary the broker refused as too large (Mosquitto's message_size_limit): one
-   * as large leaves its chairs out from then on, until the agent restarts.
-   */
-  private refusedBytes = Infinity;
+  /** Whether the log said once that the summary leaves its chairs out for the broker's limit. */
+  private saidOverBroker = false;
   /** Each chair's day as last published (retained), by DeviceId. */
   private lastPublishedChairs = new Map<string, string>();
   private started = false;
@@ -236,31 +235,24 @@ export class TodaySummary implements Component {
     if (!this.deps.broker.connected) return;
     const s = this.summary();
     let payload = JSON.stringify(s);
-    const whole = !this.tooLarge(payload);
+    const overBroker = this.deps.sizeLimit.tooLarge(this.deps.topic, payload);
+    const whole = !overBroker && Buffer.byteLength(payload) <= MAX_PAYLOAD_BYTES;
     if (!whole) payload = JSON.stringify({ ...s, chairs: {}, chairsOmitted: Object.keys(s.chairs).length });
+    if (overBroker && !this.saidOverBroker) {
+      this.saidOverBroker = true;
+      // Each chair's day has its own topic: the site's figures go out without them.
+      this.deps.logger.info({ bytes: Buffer.byteLength(JSON.stringify(s)), refusedAt: this.deps.sizeLimit.refusedAt() }, "today's summary is larger than the broker takes; it leaves its chairs out (each chair's day is on its own topic)");
+    }
     if (payload !== this.lastPublished) {
       this.lastPublished = payload;
       this.deps.broker.publish(this.deps.topic, payload, { qos: 1, retain: true }).catch((err: unknown) => {
         this.lastPublished = '';
-        if (whole && err instanceof BrokerError && err.reasonCode === PACKET_TOO_LARGE) {
-          // Each chair's day has its own topic: the site's figures go out without them.
-          this.refusedBytes = Math.min(this.refusedBytes, Buffer.byteLength(payload));
-          this.deps.logger.info({ bytes: this.refusedBytes }, "the broker refused today's summary as too large; it leaves its chairs out (each chair's day is on its own topic)");
-          this.publishSoon();
-          return;
-        }
+        // Refused as too large: learned, and sent again without its chairs.
+        if (whole && this.deps.sizeLimit.refused(err, payload)) return this.publishSoon();
         this.deps.logger.debug({ err: errorMessage(err) }, 'summary not acknowledged; sent again at the next change or connect');
       });
     }
     this.publishChairs(s);
-  }
-
-  /** Past the agent's bound, the size the broker refused, or the Maximum Packet Size it announced. */
-  private tooLarge(payload: string): boolean {
-    const bytes = Buffer.byteLength(payload);
-    if (bytes > MAX_PAYLOAD_BYTES || bytes >= this.refusedBytes) return true;
-    const limit = this.deps.broker.maximumPacketSize();
-    return limit !== undefined && overPacketLimit(limit, this.deps.topic, payload);
   }
 
   /** Each known chair's day, where it changed. */

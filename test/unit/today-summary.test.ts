@@ -10,6 +10,7 @@ import { Outbox } from '../../agent/store/outbox.js';
 import { addDecimal, formatDecimal, parseDecimal, ZERO } from '../../agent/summary/decimal.js';
 import { DayTally } from '../../agent/summary/day-tally.js';
 import { TodaySummary } from '../../agent/summary/today.js';
+import { BrokerSizeLimit } from '../../agent/mqtt/size-limit.js';
 import { FakeClock, settle } from '../helpers/fake-clock.js';
 import { asRecord, vendorRecord, storeAll } from '../helpers/records.js';
 
@@ -144,7 +145,7 @@ describe('today at a glance, from the records in the store', () => {
     );
     const { broker, published } = recordingBroker();
     const { chairs } = knownChairs(['MC7001', 'MC7002', 'MC7003']);
-    today = new TodaySummary({ source: outbox, broker, topic: 'chair-agent/s/summary', chairTopic: (id) => `chair-agent/s/chairs/${id}/today`, chairs, clock, vendorClock: new VendorClock(), timeZone: 'Asia/Bangkok', currency: 'THB', logger: silentLogger() });
+    today = new TodaySummary({ source: outbox, broker, topic: 'chair-agent/s/summary', chairTopic: (id) => `chair-agent/s/chairs/${id}/today`, chairs, sizeLimit: new BrokerSizeLimit(broker), clock, vendorClock: new VendorClock(), timeZone: 'Asia/Bangkok', currency: 'THB', logger: silentLogger() });
     today.start();
     await settle(10);
     await clock.advance(1_000);
@@ -185,7 +186,7 @@ describe('today at a glance, from the records in the store', () => {
     await storeAll(outbox, ids.map((id, i) => asRecord(vendorRecord({ TransactionId: `T${i}`, TransactionTime: '2026-11-22 10:00:00', Amount: '40.00', PlayTime: '10', DeviceId: id }))), 'poll', clock.now() - 3_600_000);
     const { broker, published } = recordingBroker();
     const { chairs, list } = knownChairs(ids);
-    today = new TodaySummary({ source: outbox, broker, topic: 'chair-agent/s/summary', chairTopic: (id) => `chair-agent/s/chairs/${id}/today`, chairs, clock, vendorClock: new VendorClock(), timeZone: 'Asia/Bangkok', logger: silentLogger() });
+    today = new TodaySummary({ source: outbox, broker, topic: 'chair-agent/s/summary', chairTopic: (id) => `chair-agent/s/chairs/${id}/today`, chairs, sizeLimit: new BrokerSizeLimit(broker), clock, vendorClock: new VendorClock(), timeZone: 'Asia/Bangkok', logger: silentLogger() });
     today.start();
     await settle(10);
     await clock.advance(1_000);
@@ -223,7 +224,7 @@ describe('today at a glance, from the records in the store', () => {
     // A site broker with message_size_limit 1024: twenty chairs' figures are larger.
     const { broker, published, refused } = recordingBroker(1_024);
     const { chairs } = knownChairs(ids);
-    today = new TodaySummary({ source: outbox, broker, topic: 'chair-agent/s/summary', chairTopic: (id) => `chair-agent/s/chairs/${id}/today`, chairs, clock, vendorClock: new VendorClock(), timeZone: 'Asia/Bangkok', logger: silentLogger() });
+    today = new TodaySummary({ source: outbox, broker, topic: 'chair-agent/s/summary', chairTopic: (id) => `chair-agent/s/chairs/${id}/today`, chairs, sizeLimit: new BrokerSizeLimit(broker), clock, vendorClock: new VendorClock(), timeZone: 'Asia/Bangkok', logger: silentLogger() });
     today.start();
     await settle(10);
     await clock.advance(1_000);
@@ -249,7 +250,7 @@ describe('today at a glance, from the records in the store', () => {
     await storeAll(outbox, ids.map((id, i) => asRecord(vendorRecord({ TransactionId: `T${i}`, TransactionTime: '2026-11-22 10:00:00', Amount: '40.00', DeviceId: id }))), 'poll', clock.now() - 3_600_000);
     // Told in the CONNACK: a packet over it would cost the connection, so none is sent to learn it.
     const { broker, published, refused } = recordingBroker(Infinity, 1_024);
-    today = new TodaySummary({ source: outbox, broker, topic: 'chair-agent/s/summary', chairTopic: (id) => `chair-agent/s/chairs/${id}/today`, chairs: knownChairs(ids).chairs, clock, vendorClock: new VendorClock(), timeZone: 'Asia/Bangkok', logger: silentLogger() });
+    today = new TodaySummary({ source: outbox, broker, topic: 'chair-agent/s/summary', chairTopic: (id) => `chair-agent/s/chairs/${id}/today`, chairs: knownChairs(ids).chairs, sizeLimit: new BrokerSizeLimit(broker), clock, vendorClock: new VendorClock(), timeZone: 'Asia/Bangkok', logger: silentLogger() });
     today.start();
     await settle(10);
     await clock.advance(1_000);
