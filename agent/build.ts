@@ -201,6 +201,7 @@ export function build(config: Config, deps: AgentDeps): Agent {
     ? [
         new HaDiscovery({
           broker,
+          sizeLimit,
           clock,
           topics,
           registry,

@@ -6,6 +6,8 @@ import { errorMessage } from '../platform/errors.js';
 import type { Logger } from '../platform/logger.js';
 import type { Broker, InboundMessage } from './broker.js';
 import type { Topics } from './topics.js';
+import { abbreviated } from './ha-abbreviate.js';
+import type { BrokerSizeLimit } from './size-limit.js';
 
 /** Where the agent keeps the object ids it announced, so a chair that is gone can be cleared after a restart. */
 export const ANNOUNCED_KEY = 'homeassistant.announced';
@@ -24,6 +26,8 @@ export const BIRTH_INTERVAL_MS = 10_000;
 
 export interface HaDiscoveryDeps {
   broker: Broker;
+  /** What the broker takes: a config it would not is sent in Home Assistant's short form. */
+  sizeLimit: BrokerSizeLimit;
   clock: Clock;
   topics: Topics;
   registry: ChairRegistry;
@@ -89,12 +93,15 @@ function defaultEntityId(component: Entity['component'], id: string): string {
  * derive from the site id and DeviceId, so they survive restarts; a chair the registry forgets
  * (not configured, and missing from the vendor's list for vendor.forgetChairAfterMinutes) has its
  * configs cleared (empty retained messages), also after a restart, since what was announced is
- * stored; it is announced again if it returns.
+ * stored; it is announced again if it returns. A config the broker does not take as it reads (a
+ * small message_size_limit) goes in Home Assistant's short form (ha-abbreviate.ts).
  */
 export class HaDiscovery implements Component {
   readonly name = 'homeassistant';
   private announced = new Set<string>();
   private listed = false;
+  /** Whether the log said once that configs go in the short form. */
+  private saidShort = false;
 
   constructor(private readonly deps: HaDiscoveryDeps) {}
 
@@ -191,14 +198,15 @@ export class HaDiscovery implements Component {
     const site = `chair_agent_${haId(this.deps.siteId)}`;
     const publish = (topic: string, payload: string): void =>
       void this.deps.broker.publish(topic, payload, { qos: 1, retain: true }).catch((err: unknown) => this.deps.logger.debug({ topic, err: errorMessage(err) }, 'discovery publish not acknowledged'));
-    for (const e of this.siteEntities(site)) publish(this.topic(e, site), JSON.stringify(e.config));
+    const publishConfig = (topic: string, config: Record<string, unknown>): void => this.publishConfig(topic, config, publish);
+    for (const e of this.siteEntities(site)) publishConfig(this.topic(e, site), e.config);
     // Cleared when the site serves no HTTPS (any more): an empty retained config removes the entity.
     if (!this.deps.webhookHttps) publish(this.topic(this.certificateEntity(site), site), '');
     const current = new Set<string>();
     for (const id of this.chairs()) {
       current.add(`chair:${id}`);
       const node = `${site}_${haId(id)}`;
-      for (const e of this.chairEntities(site, id)) publish(this.topic(e, node), JSON.stringify(e.config));
+      for (const e of this.chairEntities(site, id)) publishConfig(this.topic(e, node), e.config);
     }
     // Clear the chairs that are gone, once the vendor's list is known (before, a listed chair
     // would be cleared and announced again at every start).
@@ -219,6 +227,31 @@ export class HaDiscovery implements Component {
         .set(ANNOUNCED_KEY, JSON.stringify([...current].sort()))
         .catch((err: unknown) => this.deps.logger.warn({ err: errorMessage(err) }, 'cannot store the announced Home Assistant chairs'));
     }
+  }
+
+  /**
+   * A config as it reads, or, where the broker does not take that (Mosquitto's
+   * message_size_limit, its Maximum Packet Size), in Home Assistant's short form, about half the
+   * size: known before, or learned from a refusal, after which the short form goes at once.
+   */
+  private publishConfig(topic: string, config: Record<string, unknown>, publish: (topic: string, payload: string) => void): void {
+    const whole = JSON.stringify(config);
+    const short = (): string => {
+      const payload = JSON.stringify(abbreviated(config, this.deps.topics.base));
+      if (!this.saidShort) {
+        this.saidShort = true;
+        this.deps.logger.info(
+          { topic, bytes: Buffer.byteLength(whole), shortBytes: Buffer.byteLength(payload), refusedAt: this.deps.sizeLimit.refusedAt() },
+          "a Home Assistant config is larger than the broker takes; such configs go in Home Assistant's short form (abbreviated keys)",
+        );
+      }
+      return payload;
+    };
+    if (this.deps.sizeLimit.tooLarge(topic, whole)) return publish(topic, short());
+    this.deps.broker.publish(topic, whole, { qos: 1, retain: true }).catch((err: unknown) => {
+      if (this.deps.sizeLimit.refused(err, whole)) return publish(topic, short());
+      this.deps.logger.debug({ topic, err: errorMessage(err) }, 'discovery publish not acknowledged');
+    });
   }
 
   /** Who publishes the configs (Home Assistant shows it in the device's MQTT info and logs). */

@@ -158,3 +158,108 @@ export function haSchemaErrors(platform: HaPlatform, config: unknown): string[] 
   if (typeof id === 'string' && !(id.startsWith(`${platform}.`) && VALID_ENTITY_ID.test(id))) errors.push(`${platform}.default_entity_id: must be "${platform}.<object id>" as Home Assistant's VALID_ENTITY_ID allows`);
   return errors;
 }
+
+/**
+ * homeassistant/components/mqtt/abbreviations.py: the abbreviations of the keys the three
+ * platforms above take (ABBREVIATIONS, the same for each item of `availability`;
+ * DEVICE_ABBREVIATIONS; ORIGIN_ABBREVIATIONS). def_ent_id (2025.10), o, sug_dsp_prc and the origin's
+ * came after the oldest of its versions this port was checked against.
+ */
+const ABBREVIATIONS: Record<string, string> = {
+  avty: 'availability',
+  avty_mode: 'availability_mode',
+  avty_t: 'availability_topic',
+  avty_tpl: 'availability_template',
+  cmd_t: 'command_topic',
+  cmd_tpl: 'command_template',
+  def_ent_id: 'default_entity_id',
+  dev: 'device',
+  dev_cla: 'device_class',
+  e: 'encoding',
+  en: 'enabled_by_default',
+  ent_cat: 'entity_category',
+  ent_pic: 'entity_picture',
+  exp_aft: 'expire_after',
+  frc_upd: 'force_update',
+  ic: 'icon',
+  json_attr_t: 'json_attributes_topic',
+  json_attr_tpl: 'json_attributes_template',
+  lrst_val_tpl: 'last_reset_value_template',
+  name: 'name',
+  o: 'origin',
+  obj_id: 'object_id',
+  off_dly: 'off_delay',
+  ops: 'options',
+  pl_avail: 'payload_available',
+  pl_not_avail: 'payload_not_available',
+  pl_off: 'payload_off',
+  pl_on: 'payload_on',
+  pl_prs: 'payload_press',
+  ret: 'retain',
+  stat_cla: 'state_class',
+  stat_t: 'state_topic',
+  sug_dsp_prc: 'suggested_display_precision',
+  t: 'topic',
+  uniq_id: 'unique_id',
+  unit_of_meas: 'unit_of_measurement',
+  val_tpl: 'value_template',
+};
+const DEVICE_ABBREVIATIONS: Record<string, string> = {
+  cns: 'connections',
+  cu: 'configuration_url',
+  ids: 'identifiers',
+  name: 'name',
+  mf: 'manufacturer',
+  mdl: 'model',
+  mdl_id: 'model_id',
+  hw: 'hw_version',
+  sw: 'sw_version',
+  sa: 'suggested_area',
+  sn: 'serial_number',
+};
+const ORIGIN_ABBREVIATIONS: Record<string, string> = { name: 'name', sw: 'sw_version', url: 'support_url' };
+
+const TOPIC_BASE = '~';
+
+function replaceAbbreviations(payload: unknown, abbreviations: Record<string, string>): void {
+  if (!payload || typeof payload !== 'object' || Array.isArray(payload)) return;
+  const o = payload as Record<string, unknown>;
+  for (const key of Object.keys(abbreviations).filter((k) => k in o)) {
+    const value = o[key];
+    delete o[key];
+    o[abbreviations[key] as string] = value;
+  }
+}
+
+/**
+ * A discovery payload as Home Assistant reads it before its schema (mqtt/discovery.py,
+ * async_discovery_message_received): _replace_all_abbreviations, then _replace_topic_base,
+ * which puts the base ("~") in place of a "~" at either end of a value whose key ends in "topic",
+ * and of an availability item's topic.
+ */
+export function haExpandDiscovery(payload: Record<string, unknown>): Record<string, unknown> {
+  const p = structuredClone(payload);
+  replaceAbbreviations(p, ABBREVIATIONS);
+  if ('origin' in p) replaceAbbreviations(p['origin'], ORIGIN_ABBREVIATIONS);
+  if ('device' in p) replaceAbbreviations(p['device'], DEVICE_ABBREVIATIONS);
+  if ('availability' in p) for (const a of [p['availability']].flat()) replaceAbbreviations(a, ABBREVIATIONS);
+  if (TOPIC_BASE in p) {
+    const base = String(p[TOPIC_BASE]);
+    delete p[TOPIC_BASE];
+    for (const [key, value] of Object.entries(p)) {
+      if (typeof value !== 'string' || value === '' || !key.endsWith('topic')) continue;
+      if (value.startsWith(TOPIC_BASE)) p[key] = `${base}${value.slice(1)}`;
+      if (value.endsWith(TOPIC_BASE)) p[key] = `${value.slice(0, -1)}${base}`;
+    }
+    if (p['availability']) {
+      for (const a of [p['availability']].flat()) {
+        if (!a || typeof a !== 'object') continue;
+        const item = a as Record<string, unknown>;
+        const topic = String(item['topic']);
+        if (topic.startsWith(TOPIC_BASE)) item['topic'] = `${base}${topic.slice(1)}`;
+        if (topic.endsWith(TOPIC_BASE)) item['topic'] = `${topic.slice(0, -1)}${base}`;
+      }
+    }
+  }
+  return p;
+}

@@ -1,32 +1,45 @@
 import { EventEmitter } from 'node:events';
 import { describe, expect, it } from 'vitest';
 import { ChairRegistry } from '../../agent/core/chair-registry.js';
-import { silentLogger } from '../../agent/platform/logger.js';
-import type { Broker } from '../../agent/mqtt/broker.js';
+import { BrokerError, type Broker } from '../../agent/mqtt/broker.js';
+import { abbreviated } from '../../agent/mqtt/ha-abbreviate.js';
+import { PACKET_TOO_LARGE } from '../../agent/mqtt/packet-size.js';
+import { BrokerSizeLimit } from '../../agent/mqtt/size-limit.js';
 import { BIRTH_INTERVAL_MS, HaDiscovery } from '../../agent/mqtt/ha-discovery.js';
 import { Topics } from '../../agent/mqtt/topics.js';
-import { FakeClock } from '../helpers/fake-clock.js';
-import { haSchemaErrors, type HaPlatform } from '../helpers/ha-mqtt-schema.js';
+import { FakeClock, settle } from '../helpers/fake-clock.js';
+import { haExpandDiscovery, haSchemaErrors, type HaPlatform } from '../helpers/ha-mqtt-schema.js';
+import { memoryLogger } from '../helpers/memory-logger.js';
 
-/** A connected broker that keeps the last retained payload per topic, and counts publishes. */
-function recordingBroker(): { broker: Broker; retained: Map<string, string>; published: () => number } {
+/**
+ * A connected broker that keeps the last retained payload per topic, and counts publishes; with a
+ * limit, it refuses a larger payload as Mosquitto's message_size_limit does (PUBACK 0x95).
+ */
+function recordingBroker(limit = Infinity): { broker: Broker; retained: Map<string, string>; published: () => number; refused: string[] } {
   const retained = new Map<string, string>();
+  const refused: string[] = [];
   let count = 0;
   const broker = Object.assign(new EventEmitter(), {
     connected: true,
     description: 'recording',
+    maximumPacketSize: () => undefined,
     publish: async (topic: string, payload: string | Buffer) => {
       count += 1;
+      if (Buffer.byteLength(payload) > limit) {
+        refused.push(topic);
+        throw new BrokerError('refused', 'Publish error: Packet too large (reason code 0x95)', PACKET_TOO_LARGE);
+      }
       retained.set(topic, payload.toString());
     },
     subscribe: async () => undefined,
     unsubscribe: async () => undefined,
   }) as unknown as Broker;
-  return { broker, retained, published: () => count };
+  return { broker, retained, published: () => count, refused };
 }
 
-function discovery(supportUrl?: string, siteId = 'ladprao-01', webhookHttps = false, currency?: string) {
-  const { broker, retained, published } = recordingBroker();
+function discovery(supportUrl?: string, siteId = 'ladprao-01', webhookHttps = false, currency?: string, limit = Infinity) {
+  const { broker, retained, published, refused } = recordingBroker(limit);
+  const logger = memoryLogger();
   const clock = new FakeClock();
   const registry = new ChairRegistry({ timeZone: 'Asia/Bangkok', availableStatuses: ['Available'], staleAfterMs: 15_000, forgetAfterMs: 3_600_000, expected: [] });
   const reading = (deviceId: string) => ({ deviceId, deviceCode: 'C01', deviceName: `Massage Chair ${deviceId}`, location: 'Ladprao Mall', status: 'Available', seated: false, leftMin: null, leftSec: null, serverTime: '2026-11-22 12:00:00', firmwareVersion: '01.04.12' });
@@ -34,11 +47,12 @@ function discovery(supportUrl?: string, siteId = 'ladprao-01', webhookHttps = fa
   const state = new Map<string, string>();
   const ha = new HaDiscovery({
     broker,
+    sizeLimit: new BrokerSizeLimit(broker),
     clock,
     topics: new Topics('chair-agent', siteId),
     registry,
     store: { get: (k) => state.get(k), set: async (k, v) => void state.set(k, v) },
-    logger: silentLogger(),
+    logger: logger.logger,
     prefix: 'homeassistant',
     siteId,
     version: '1.2.3',
@@ -47,7 +61,7 @@ function discovery(supportUrl?: string, siteId = 'ladprao-01', webhookHttps = fa
     webhookHttps,
     currency,
   });
-  return { ha, broker, clock, retained, published };
+  return { ha, broker, clock, retained, published, refused, lines: logger.lines };
 }
 
 function announced(supportUrl?: string, siteId = 'ladprao-01', webhookHttps = false, currency?: string): Map<string, string> {
@@ -164,5 +178,55 @@ describe("Home Assistant discovery, against Home Assistant's own schemas", () =>
     await clock.advance(0);
     expect(published()).toBe(4 * perAnnouncement);
     await ha.stop();
+  });
+});
+
+describe("Home Assistant's short form, for a broker with a size limit", () => {
+  const site = 'central-world-bangkok-level-3';
+  const configs = (retained: Map<string, string>): [string, string][] => [...retained].filter(([t, payload]) => t.startsWith('homeassistant/') && payload !== '');
+
+  it('is the same config to Home Assistant, in fewer bytes', () => {
+    const whole = configs(announced('https://support.example.com/chairs', site, true, 'THB'));
+    expect(whole).toHaveLength(8 + 3 * 8);
+    for (const [topic, payload] of whole) {
+      const config = JSON.parse(payload) as Record<string, unknown>;
+      const short = abbreviated(config, `chair-agent/${site}`);
+      expect(haExpandDiscovery(short), topic).toEqual(config);
+      expect(short, topic).toHaveProperty('~', `chair-agent/${site}`);
+      expect(Buffer.byteLength(JSON.stringify(short)), topic).toBeLessThan(0.9 * Buffer.byteLength(payload));
+    }
+  });
+
+  it('keeps the topics whole when one ends in "~", which Home Assistant would replace with the base', () => {
+    const base = 'chair-agent/s';
+    const config = { state_topic: `${base}/chairs/MC~`, availability: [{ topic: `${base}/bridge/state` }, { topic: `${base}/chairs/MC~/availability` }], unique_id: 'u' };
+    const short = abbreviated(config, base);
+    expect(short).not.toHaveProperty('~');
+    expect(short).toEqual({ stat_t: `${base}/chairs/MC~`, avty: [{ t: `${base}/bridge/state` }, { t: `${base}/chairs/MC~/availability` }], uniq_id: 'u' });
+    expect(haExpandDiscovery(short)).toEqual(config);
+  });
+
+  it('a config the broker refuses as too large goes at once in the short form, and every one as large after it', async () => {
+    const { ha, retained, refused, lines, published } = discovery('https://support.example.com/chairs', site, false, 'THB', 1024);
+    ha.announce();
+    await settle();
+    // Some of each chair's configs are over 1 KiB with this site id: refused once, then taken short.
+    expect(refused.length).toBeGreaterThan(0);
+    const shown = configs(retained);
+    expect(shown).toHaveLength(7 + 3 * 8);
+    for (const [topic, payload] of shown) {
+      const config = JSON.parse(payload) as Record<string, unknown>;
+      expect(haSchemaErrors(topic.split('/')[1] as HaPlatform, haExpandDiscovery(config)), topic).toEqual([]);
+      expect('~' in config, topic).toBe(refused.includes(topic));
+    }
+    expect(lines.filter((l) => l.msg.startsWith('a Home Assistant config is larger than the broker takes'))).toHaveLength(1);
+    // Announced again (Home Assistant's birth message): what was refused goes short at once, so no refusal more.
+    const before = { refused: refused.length, published: published() };
+    ha.announce();
+    await settle();
+    expect(refused).toHaveLength(before.refused);
+    // Each config once (and the certificate's, cleared, as at every announcement).
+    expect(published() - before.published).toBe(7 + 3 * 8 + 1);
+    expect(configs(retained)).toEqual(shown);
   });
 });

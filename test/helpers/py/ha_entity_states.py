@@ -25,6 +25,9 @@ with the result is ported from Home Assistant's source (home-assistant/core, 202
   to 0 is not reported, and a count made twice anywhere else).
 - components/mqtt/binary_sensor.py: payload_on (default "ON"), payload_off ("OFF") or "None";
   an empty result is ignored, anything else is "No matching payload found" and ignored.
+- components/mqtt/discovery.py, async_discovery_message_received: a config's abbreviated keys
+  are replaced (_replace_all_abbreviations, with abbreviations.py's tables for the keys the three
+  platforms take) and then its topic base "~" (_replace_topic_base), before it is used.
 - components/mqtt/entity.py, MqttAvailabilityMixin: each availability topic's template result
   must equal its payload_available or payload_not_available; availability_mode latest (default),
   all or any; an entity with no availability topic is available.
@@ -58,6 +61,66 @@ DEVICE_CLASS_STATE_CLASSES = {
 DEVICE_CLASS_UNITS = {
     "duration": {"\u03bcs", "ms", "s", "min", "h", "d", "w", "m", "y"},  # UnitOfTime
 }
+
+# components/mqtt/abbreviations.py: ABBREVIATIONS (also for each availability item),
+# DEVICE_ABBREVIATIONS and ORIGIN_ABBREVIATIONS, for the keys of sensor, binary_sensor and button.
+ABBREVIATIONS = {
+    "avty": "availability", "avty_mode": "availability_mode", "avty_t": "availability_topic",
+    "avty_tpl": "availability_template", "cmd_t": "command_topic", "cmd_tpl": "command_template",
+    "def_ent_id": "default_entity_id", "dev": "device", "dev_cla": "device_class", "e": "encoding",
+    "en": "enabled_by_default", "ent_cat": "entity_category", "ent_pic": "entity_picture",
+    "exp_aft": "expire_after", "frc_upd": "force_update", "ic": "icon", "json_attr_t": "json_attributes_topic",
+    "json_attr_tpl": "json_attributes_template", "lrst_val_tpl": "last_reset_value_template", "name": "name",
+    "o": "origin", "obj_id": "object_id", "off_dly": "off_delay", "ops": "options",
+    "pl_avail": "payload_available", "pl_not_avail": "payload_not_available", "pl_off": "payload_off",
+    "pl_on": "payload_on", "pl_prs": "payload_press", "ret": "retain", "stat_cla": "state_class",
+    "stat_t": "state_topic", "sug_dsp_prc": "suggested_display_precision", "t": "topic",
+    "uniq_id": "unique_id", "unit_of_meas": "unit_of_measurement", "val_tpl": "value_template",
+}
+DEVICE_ABBREVIATIONS = {
+    "cns": "connections", "cu": "configuration_url", "ids": "identifiers", "name": "name", "mf": "manufacturer",
+    "mdl": "model", "mdl_id": "model_id", "hw": "hw_version", "sw": "sw_version", "sa": "suggested_area",
+    "sn": "serial_number",
+}
+ORIGIN_ABBREVIATIONS = {"name": "name", "sw": "sw_version", "url": "support_url"}
+TOPIC_BASE = "~"
+
+
+def _replace_abbreviations(payload, abbreviations):
+    if not isinstance(payload, dict):
+        return
+    for key in set(abbreviations).intersection(payload):
+        payload[abbreviations[key]] = payload.pop(key)
+
+
+def expand_discovery(payload):
+    """_replace_all_abbreviations, then _replace_topic_base, as discovery.py does."""
+    _replace_abbreviations(payload, ABBREVIATIONS)
+    if "origin" in payload:
+        _replace_abbreviations(payload["origin"], ORIGIN_ABBREVIATIONS)
+    if "device" in payload:
+        _replace_abbreviations(payload["device"], DEVICE_ABBREVIATIONS)
+    if "availability" in payload:
+        for availability_conf in payload["availability"] if isinstance(payload["availability"], list) else [payload["availability"]]:
+            _replace_abbreviations(availability_conf, ABBREVIATIONS)
+    if TOPIC_BASE in payload:
+        base = payload.pop(TOPIC_BASE)
+        for key, value in payload.items():
+            if isinstance(value, str) and value:
+                if value[0] == TOPIC_BASE and key.endswith("topic"):
+                    payload[key] = f"{base}{value[1:]}"
+                if value[-1] == TOPIC_BASE and key.endswith("topic"):
+                    payload[key] = f"{value[:-1]}{base}"
+        if payload.get("availability"):
+            for availability_conf in payload["availability"] if isinstance(payload["availability"], list) else [payload["availability"]]:
+                if not isinstance(availability_conf, dict):
+                    continue
+                if topic := str(availability_conf.get("topic")):
+                    if topic[0] == TOPIC_BASE:
+                        availability_conf["topic"] = f"{base}{topic[1:]}"
+                    if topic[-1] == TOPIC_BASE:
+                        availability_conf["topic"] = f"{topic[:-1]}{base}"
+    return payload
 
 
 def make_environment(problems):
@@ -306,10 +369,11 @@ def over_time(prefix, messages):
                     removed.append(live.pop(topic))
                 continue
             before = set(entity.topics()) if entity is not None else set()
+            config = expand_discovery(json.loads(payload))
             if entity is None:
-                entity = live[topic] = Entity(parts[1], json.loads(payload))
+                entity = live[topic] = Entity(parts[1], config)
             else:
-                entity.update(json.loads(payload))
+                entity.update(config)
             for t in entity.topics():
                 if t not in before and retained.get(t):
                     entity.receive(t, retained[t])
