@@ -25,6 +25,11 @@ export interface PublishOptions {
   retain?: boolean;
   /** MQTT 5 only; ignored on 3.1.1. */
   correlationData?: Buffer;
+  /**
+   * The publisher has a smaller form of this payload and sends it at once if this one is refused
+   * as too large (0x95): such a refusal is counted, but not warned of, since nothing is lost.
+   */
+  smallerIfTooLarge?: boolean;
 }
 
 export interface InboundMessage {

@@ -248,7 +248,7 @@ export class HaDiscovery implements Component {
       return payload;
     };
     if (this.deps.sizeLimit.tooLarge(topic, whole)) return publish(topic, short());
-    this.deps.broker.publish(topic, whole, { qos: 1, retain: true }).catch((err: unknown) => {
+    this.deps.broker.publish(topic, whole, { qos: 1, retain: true, smallerIfTooLarge: true }).catch((err: unknown) => {
       if (this.deps.sizeLimit.refused(err, whole)) return publish(topic, short());
       this.deps.logger.debug({ topic, err: errorMessage(err) }, 'discovery publish not acknowledged');
     });

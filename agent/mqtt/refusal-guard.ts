@@ -287,19 +287,18 @@ export class RefusalGuard extends EventEmitter<BrokerEvents> implements Broker {
         if (this.classHold.delete(topicClass)) this.release(topicClass);
         if (this.held.delete(topic)) {
           this.pending.delete(topic);
-          this.logged.delete(topic);
-          this.opts.logger.info({ topic }, 'the broker accepts this topic again');
+          if (this.logged.delete(topic)) this.opts.logger.info({ topic }, 'the broker accepts this topic again');
         }
       } else if (err.kind === 'disconnected') {
         // Only what every connect sends again can be found by sending it alone.
         if (options.retain) this.lostAtClose.add(topic);
       } else if (err.kind === 'refused') {
-        this.note(topic, topicClass, err);
+        this.note(topic, topicClass, err, false, options.smallerIfTooLarge);
         if (options.retain) this.hold(topic, topicClass, err, payload, options);
       } else if (tooLarge(err)) {
         // Over the Maximum Packet Size the broker announced, so never sent: it costs the
         // connection nothing, and says nothing of the class's smaller messages, which go on.
-        this.note(topic, topicClass, err);
+        this.note(topic, topicClass, err, false, options.smallerIfTooLarge);
         if (options.retain) this.hold(topic, topicClass, err, payload, options);
       }
       done(err);
@@ -307,12 +306,19 @@ export class RefusalGuard extends EventEmitter<BrokerEvents> implements Broker {
     });
   }
 
-  /** Counts a refusal, remembers it for the close that may follow, and logs it once per topic. */
-  private note(topic: string, topicClass: TopicClass, err: BrokerError, dropped = false): void {
+  /**
+   * Counts a refusal, remembers it for the close that may follow, and logs it once per topic; not
+   * a refusal for size of a payload whose publisher sends a smaller one at once (smallerIfTooLarge).
+   */
+  private note(topic: string, topicClass: TopicClass, err: BrokerError, dropped = false, smallerFollows = false): void {
     this.counts.set(topicClass, (this.counts.get(topicClass) ?? 0) + 1);
     this.opts.onRefusal?.(topicClass);
     this.lastRefusal = { topic, at: this.opts.clock.monotonic() };
     if (topicClass === 'transaction' || this.logged.has(topic)) return;
+    if (smallerFollows && err.reasonCode === PACKET_TOO_LARGE) {
+      this.opts.logger.debug({ topic, class: topicClass, reason: err.message }, 'refused as too large; its publisher sends a smaller form');
+      return;
+    }
     if (this.logged.size >= MAX_HELD) this.logged.clear();
     this.logged.add(topic);
     const reasonCode = err.reasonCode ?? null;

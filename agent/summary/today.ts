@@ -245,7 +245,7 @@ export class TodaySummary implements Component {
     }
     if (payload !== this.lastPublished) {
       this.lastPublished = payload;
-      this.deps.broker.publish(this.deps.topic, payload, { qos: 1, retain: true }).catch((err: unknown) => {
+      this.deps.broker.publish(this.deps.topic, payload, { qos: 1, retain: true, ...(whole ? { smallerIfTooLarge: true } : {}) }).catch((err: unknown) => {
         this.lastPublished = '';
         // Refused as too large: learned, and sent again without its chairs.
         if (whole && this.deps.sizeLimit.refused(err, payload)) return this.publishSoon();

@@ -1,10 +1,11 @@
 import { EventEmitter } from 'node:events';
 import { describe, expect, it } from 'vitest';
-import { silentLogger } from '../../agent/platform/logger.js';
+import { silentLogger, type Logger } from '../../agent/platform/logger.js';
 import { BrokerError, type Broker, type BrokerEvents, type CloseInfo, type PublishOptions } from '../../agent/mqtt/broker.js';
 import { MAX_PAYLOAD_BYTES, RefusalGuard } from '../../agent/mqtt/refusal-guard.js';
 import { Topics } from '../../agent/mqtt/topics.js';
 import { FakeClock } from '../helpers/fake-clock.js';
+import { memoryLogger } from '../helpers/memory-logger.js';
 
 /** A broker whose answers the test gives: each publish waits until answered or the link drops. */
 class ScriptedBroker extends EventEmitter<BrokerEvents> implements Broker {
@@ -71,10 +72,10 @@ const NOT_AUTHORIZED = new BrokerError('refused', 'Publish error: Not authorized
 /** What the MQTT adapter answers, unsent, for a packet over the broker's Maximum Packet Size. */
 const TOO_LARGE = new BrokerError('invalid', "larger than the broker's maximum packet size (700 bytes)", 0x95);
 
-function setup(): { inner: ScriptedBroker; guard: RefusalGuard; clock: FakeClock; closes: (CloseInfo | undefined)[]; results: Map<string, string[]> } {
+function setup(logger: Logger = silentLogger()): { inner: ScriptedBroker; guard: RefusalGuard; clock: FakeClock; closes: (CloseInfo | undefined)[]; results: Map<string, string[]> } {
   const inner = new ScriptedBroker();
   const clock = new FakeClock();
-  const guard = new RefusalGuard({ inner, classify: (t) => topics.classify(t, 'homeassistant'), clock, logger: silentLogger() });
+  const guard = new RefusalGuard({ inner, classify: (t) => topics.classify(t, 'homeassistant'), clock, logger });
   const closes: (CloseInfo | undefined)[] = [];
   guard.on('close', (info) => closes.push(info));
   guard.connect();
@@ -280,6 +281,31 @@ describe('RefusalGuard: what the broker refuses never costs the rest', () => {
     publish(guard, results, chair, '{}');
     expect(inner.sent).toHaveLength(0);
     expect(results.get(chair)).toEqual(['refused', 'refused']);
+  });
+
+  it('counts without a warning a refusal for size of a payload whose publisher sends a smaller one; warns of that one refused', () => {
+    const { logger, lines } = memoryLogger();
+    const { inner, guard } = setup(logger);
+    const config = 'homeassistant/sensor/x/remaining/config';
+    const tooLarge = new BrokerError('refused', 'Publish error: Packet too large (reason code 0x95)', 0x95);
+    guard.send(config, 'x'.repeat(1_100), { ...RETAINED, smallerIfTooLarge: true }, () => undefined);
+    inner.answer(config, tooLarge);
+    expect(guard.refusals()).toMatchObject({ total: 1, byClass: { discovery: 1 } });
+    expect(lines.filter((l) => l.level === 'warn')).toEqual([]);
+    // The short form, taken: the topic is released with nothing said either.
+    guard.send(config, 'x'.repeat(900), RETAINED, () => undefined);
+    inner.answer(config);
+    expect(guard.heldCount()).toBe(0);
+    expect(lines).toEqual([]);
+    // The smaller one refused too: that is warned of, and its release said.
+    guard.send(config, 'x'.repeat(1_100), { ...RETAINED, smallerIfTooLarge: true }, () => undefined);
+    inner.answer(config, tooLarge);
+    guard.send(config, 'x'.repeat(1_000), RETAINED, () => undefined);
+    inner.answer(config, tooLarge);
+    expect(lines.map((l) => l.msg)).toEqual(['the broker refused a publish; everything else goes on']);
+    guard.send(config, 'x'.repeat(800), RETAINED, () => undefined);
+    inner.answer(config);
+    expect(lines.map((l) => l.msg)).toEqual(['the broker refused a publish; everything else goes on', 'the broker accepts this topic again']);
   });
 
   it('lets no smaller payload through when the refusal for size cost the connection (Mosquitto with max_queued_messages 0)', () => {
