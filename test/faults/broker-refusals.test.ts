@@ -16,10 +16,9 @@ import { freePort, waitForPort } from '../helpers/ports.js';
 import { memoryLogger } from '../helpers/memory-logger.js';
 import { endpointOptions } from '../../agent/mqtt/client-options.js';
 import { pubackCodeAccepted } from '../../agent/mqtt/lenient-acks.js';
-import { runCli } from '../helpers/cli.js';
 import { TEST_API_KEY, testConfig } from '../helpers/config.js';
 import { vendorRecord } from '../helpers/records.js';
-import { startRig, type Rig } from '../helpers/rig.js';
+import { doctorAt, startRig, type Rig } from '../helpers/rig.js';
 import { retainedOn, Subscriber } from '../helpers/subscriber.js';
 import { describeWith } from '../helpers/tools.js';
 import { nextEvent, waitFor } from '../helpers/wait.js';
@@ -247,14 +246,7 @@ describeWith('mosquitto', 'a broker that refuses publishes (Mosquitto: ACL, mess
       expect(warned).toMatchObject({ reasonCode: '0x95' });
       expect(String(warned?.['fix'])).toContain('message_size_limit');
       // doctor reads the agent's report from the broker and says what to change.
-      const dir = mkdtempSync(join(tmpdir(), 'doctor-'));
-      const config = join(dir, 'config.yaml');
-      writeFileSync(
-        config,
-        `site: {id: ${site}}\nvendor: {baseUrl: "${rig.sim.url}", apiKey: ${TEST_API_KEY}}\nwebhook: {enabled: false}\nmqtt: {url: "${rig.broker.url}"}\nhomeassistant: {enabled: true}\nstorage: {path: ${join(dir, 'agent.db')}}\ngpio: {driver: sim}\n`,
-      );
-      rig.agent.bridge.publishInfo();
-      const r = await runCli(['doctor', '--config', config]);
+      const r = await doctorAt(rig, site);
       // Its own report is over the limit too: doctor says so rather than "all well".
       expect(r.stdout, r.stdout).toMatch(/FAIL\s+refusals\s+the agent is online \(bridge\/state\) but its retained bridge\/info is not on the broker/);
     } finally {

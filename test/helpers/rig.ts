@@ -1,3 +1,6 @@
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { build, type Agent } from '../../agent/build.js';
 import { Simulator } from '../../agent/simulator/simulator.js';
 import { startBroker, type TestBroker } from './broker.js';
@@ -5,6 +8,7 @@ import type { BrokerOptions } from '../../bench/lib/broker.js';
 import { TEST_API_KEY, testConfig } from './config.js';
 import { memoryLogger, type LogRecord } from './memory-logger.js';
 import { Subscriber } from './subscriber.js';
+import { runCli, type CliResult } from './cli.js';
 
 export interface Rig {
   broker: TestBroker;
@@ -51,4 +55,19 @@ export async function startRig(opts: {
       await broker.stop();
     },
   };
+}
+
+/**
+ * `chair-agent doctor` as an installer runs it at the rig's site (Home Assistant on), after the
+ * agent has published its report (bridge/info) for doctor to read from the broker.
+ */
+export async function doctorAt(rig: Rig, site: string): Promise<CliResult> {
+  const dir = mkdtempSync(join(tmpdir(), 'doctor-'));
+  const config = join(dir, 'config.yaml');
+  writeFileSync(
+    config,
+    `site: {id: ${site}}\nvendor: {baseUrl: "${rig.sim.url}", apiKey: ${TEST_API_KEY}}\nwebhook: {enabled: false}\nmqtt: {url: "${rig.broker.url}"}\nhomeassistant: {enabled: true}\nstorage: {path: ${join(dir, 'agent.db')}}\ngpio: {driver: sim}\n`,
+  );
+  rig.agent.bridge.publishInfo();
+  return runCli(['doctor', '--config', config]);
 }

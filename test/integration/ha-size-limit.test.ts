@@ -1,12 +1,7 @@
-import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { afterAll, expect, it } from 'vitest';
-import { runCli } from '../helpers/cli.js';
-import { TEST_API_KEY } from '../helpers/config.js';
 import { haEntityStates, type HaEntityState } from '../helpers/ha-entity-states.js';
 import { haExpandDiscovery } from '../helpers/ha-mqtt-schema.js';
-import { startRig, type Rig } from '../helpers/rig.js';
+import { doctorAt, startRig, type Rig } from '../helpers/rig.js';
 import { retainedOn, type Subscriber } from '../helpers/subscriber.js';
 import { describeWith } from '../helpers/tools.js';
 import { waitFor } from '../helpers/wait.js';
@@ -75,14 +70,7 @@ describeWith(['jinja2', 'mosquitto'], 'Home Assistant behind a broker with messa
     expect(shown('uses_today')).toBe('1');
 
     // doctor reads the agent's report: refusals counted, none held back, so not a failure.
-    const dir = mkdtempSync(join(tmpdir(), 'doctor-'));
-    const config = join(dir, 'config.yaml');
-    writeFileSync(
-      config,
-      `site: {id: ${SITE}}\nvendor: {baseUrl: "${rig.sim.url}", apiKey: ${TEST_API_KEY}}\nwebhook: {enabled: false}\nmqtt: {url: "${rig.broker.url}"}\nhomeassistant: {enabled: true}\nstorage: {path: ${join(dir, 'agent.db')}}\ngpio: {driver: sim}\n`,
-    );
-    rig.agent.bridge.publishInfo();
-    const r = await runCli(['doctor', '--config', config]);
+    const r = await doctorAt(rig, SITE);
     expect(r.stdout, r.stdout).toMatch(new RegExp(`ok\\s+refusals\\s+the broker refused ${refused} publish\\(es\\): discovery ${refused}; none is held back now`));
   });
 });
