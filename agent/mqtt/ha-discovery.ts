@@ -198,15 +198,14 @@ export class HaDiscovery implements Component {
     const site = `chair_agent_${haId(this.deps.siteId)}`;
     const publish = (topic: string, payload: string): void =>
       void this.deps.broker.publish(topic, payload, { qos: 1, retain: true }).catch((err: unknown) => this.deps.logger.debug({ topic, err: errorMessage(err) }, 'discovery publish not acknowledged'));
-    const publishConfig = (topic: string, config: Record<string, unknown>): void => this.publishConfig(topic, config, publish);
-    for (const e of this.siteEntities(site)) publishConfig(this.topic(e, site), e.config);
+    for (const e of this.siteEntities(site)) this.publishConfig(this.topic(e, site), e.config);
     // Cleared when the site serves no HTTPS (any more): an empty retained config removes the entity.
     if (!this.deps.webhookHttps) publish(this.topic(this.certificateEntity(site), site), '');
     const current = new Set<string>();
     for (const id of this.chairs()) {
       current.add(`chair:${id}`);
       const node = `${site}_${haId(id)}`;
-      for (const e of this.chairEntities(site, id)) publishConfig(this.topic(e, node), e.config);
+      for (const e of this.chairEntities(site, id)) this.publishConfig(this.topic(e, node), e.config);
     }
     // Clear the chairs that are gone, once the vendor's list is known (before, a listed chair
     // would be cleared and announced again at every start).
@@ -231,10 +230,10 @@ export class HaDiscovery implements Component {
 
   /**
    * A config as it reads, or, where the broker does not take that (Mosquitto's
-   * message_size_limit, its Maximum Packet Size), in Home Assistant's short form, about half the
-   * size: known before, or learned from a refusal, after which the short form goes at once.
+   * message_size_limit, its Maximum Packet Size), in Home Assistant's short form, about a fifth
+   * smaller: known before, or learned from a refusal, after which the short form goes at once.
    */
-  private publishConfig(topic: string, config: Record<string, unknown>, publish: (topic: string, payload: string) => void): void {
+  private publishConfig(topic: string, config: Record<string, unknown>): void {
     const whole = JSON.stringify(config);
     const short = (): string => {
       const payload = JSON.stringify(abbreviated(config, this.deps.topics.base));
@@ -247,11 +246,7 @@ export class HaDiscovery implements Component {
       }
       return payload;
     };
-    if (this.deps.sizeLimit.tooLarge(topic, whole)) return publish(topic, short());
-    this.deps.broker.publish(topic, whole, { qos: 1, retain: true, smallerIfTooLarge: true }).catch((err: unknown) => {
-      if (this.deps.sizeLimit.refused(err, whole)) return publish(topic, short());
-      this.deps.logger.debug({ topic, err: errorMessage(err) }, 'discovery publish not acknowledged');
-    });
+    this.deps.sizeLimit.publishRetained(topic, whole, short, (err) => this.deps.logger.debug({ topic, err: errorMessage(err) }, 'discovery publish not acknowledged'));
   }
 
   /** Who publishes the configs (Home Assistant shows it in the device's MQTT info and logs). */

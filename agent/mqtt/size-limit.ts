@@ -13,7 +13,19 @@ import { overPacketLimit, PACKET_TOO_LARGE } from './packet-size.js';
 export class BrokerSizeLimit {
   private refusedBytes = Infinity;
 
-  constructor(private readonly broker: Pick<Broker, 'maximumPacketSize'>) {}
+  constructor(private readonly broker: Pick<Broker, 'maximumPacketSize' | 'publish'>) {}
+
+  /**
+   * Publishes a retained payload whole, or in its short form where the broker is known not to
+   * take the whole one, or at once after the broker refuses the whole one as too large (which the
+   * refusal guard then counts without a warning). `short` is called only when the short form
+   * goes; `failed` hears of any other failure, the short form's too.
+   */
+  publishRetained(topic: string, whole: string, short: () => string, failed: (err: unknown) => void): void {
+    const sendShort = (): void => void this.broker.publish(topic, short(), { qos: 1, retain: true }).catch(failed);
+    if (this.tooLarge(topic, whole)) return sendShort();
+    this.broker.publish(topic, whole, { qos: 1, retain: true, smallerIfTooLarge: true }).catch((err: unknown) => (this.refused(err, whole) ? sendShort() : failed(err)));
+  }
 
   /** Whether this payload on this topic is one the broker is known not to take. */
   tooLarge(topic: string, payload: string): boolean {

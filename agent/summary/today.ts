@@ -85,7 +85,7 @@ export class TodaySummary implements Component {
   private publishTimer: Timer | null = null;
   private lastPublished = '';
   /** Whether the log said once that the summary leaves its chairs out for the broker's limit. */
-  private saidOverBroker = false;
+  private toldOverBroker = false;
   /** Each chair's day as last published (retained), by DeviceId. */
   private lastPublishedChairs = new Map<string, string>();
   private started = false;
@@ -234,25 +234,31 @@ export class TodaySummary implements Component {
   private publish(): void {
     if (!this.deps.broker.connected) return;
     const s = this.summary();
-    let payload = JSON.stringify(s);
-    const overBroker = this.deps.sizeLimit.tooLarge(this.deps.topic, payload);
-    const whole = !overBroker && Buffer.byteLength(payload) <= MAX_PAYLOAD_BYTES;
-    if (!whole) payload = JSON.stringify({ ...s, chairs: {}, chairsOmitted: Object.keys(s.chairs).length });
-    if (overBroker && !this.saidOverBroker) {
-      this.saidOverBroker = true;
-      // Each chair's day has its own topic: the site's figures go out without them.
-      this.deps.logger.info({ bytes: Buffer.byteLength(JSON.stringify(s)), refusedAt: this.deps.sizeLimit.refusedAt() }, "today's summary is larger than the broker takes; it leaves its chairs out (each chair's day is on its own topic)");
-    }
-    if (payload !== this.lastPublished) {
-      this.lastPublished = payload;
-      this.deps.broker.publish(this.deps.topic, payload, { qos: 1, retain: true, ...(whole ? { smallerIfTooLarge: true } : {}) }).catch((err: unknown) => {
+    const whole = JSON.stringify(s);
+    // Each chair's day has its own topic: the site's figures can go without them.
+    const short = (): string => JSON.stringify({ ...s, chairs: {}, chairsOmitted: Object.keys(s.chairs).length });
+    if (whole !== this.lastPublished) {
+      this.lastPublished = whole;
+      const failed = (err: unknown): void => {
         this.lastPublished = '';
-        // Refused as too large: learned, and sent again without its chairs.
-        if (whole && this.deps.sizeLimit.refused(err, payload)) return this.publishSoon();
         this.deps.logger.debug({ err: errorMessage(err) }, 'summary not acknowledged; sent again at the next change or connect');
-      });
+      };
+      if (Buffer.byteLength(whole) > MAX_PAYLOAD_BYTES) {
+        this.deps.broker.publish(this.deps.topic, short(), { qos: 1, retain: true }).catch(failed);
+      } else {
+        this.deps.sizeLimit.publishRetained(this.deps.topic, whole, () => this.shortForTheBroker(whole, short()), failed);
+      }
     }
     this.publishChairs(s);
+  }
+
+  /** The short form, for the broker's limit: said once in the log. */
+  private shortForTheBroker(whole: string, short: string): string {
+    if (!this.toldOverBroker) {
+      this.toldOverBroker = true;
+      this.deps.logger.info({ bytes: Buffer.byteLength(whole), refusedAt: this.deps.sizeLimit.refusedAt() }, "today's summary is larger than the broker takes; it leaves its chairs out (each chair's day is on its own topic)");
+    }
+    return short;
   }
 
   /** Each known chair's day, where it changed. */
