@@ -6,7 +6,7 @@ import { Health } from './observe/health.js';
 import { Metrics } from './observe/metrics.js';
 import { errorMessage } from './platform/errors.js';
 import { agentVersion } from './platform/version.js';
-import { bridgeInfo, registerGauges } from './observe/agent-status.js';
+import { bridgeInfo, registerGauges, shortBridgeInfo } from './observe/agent-status.js';
 import { TodaySummary } from './summary/today.js';
 import { registerTodayMetrics } from './summary/today-metrics.js';
 import type { Component } from './platform/component.js';
@@ -172,7 +172,7 @@ export function build(config: Config, deps: AgentDeps): Agent {
   const today = new TodaySummary({ source: outbox, broker, topic: topics.summary, chairTopic: (id) => topics.chairToday(id), chairs: registry, sizeLimit, clock, vendorClock, timeZone: config.site.timezone, currency: config.site.currency, logger: child('today') });
   const site = { siteId: config.site.id, timeZone: config.site.timezone, vendorBaseUrl: config.vendor.baseUrl, gpioDriver: config.gpio.driver };
   const sources = { site, clock, health, registry, broker, outbox, inFlight: () => publisher.inFlight, refusals: () => guard.refusals(), today: () => today.summary(), webhookCertificate: () => webhookHttp.certificateStatus() };
-  const bridge = new MqttBridge({ broker, topics, registry, health, clock, logger: child('bridge'), infoIntervalMs: 60_000, info: () => bridgeInfo(sources), store: outbox.state, backlog: outbox });
+  const bridge = new MqttBridge({ broker, topics, registry, health, clock, logger: child('bridge'), infoIntervalMs: 60_000, info: () => bridgeInfo(sources), sizeLimit, shortInfo: shortBridgeInfo, store: outbox.state, backlog: outbox });
   const starts = startServiceFor(config, { vendor, registry, clock, logger, metrics });
   const requestBudget = new RequestBudget({ clock });
   const startCommands = new MqttStartCommands({

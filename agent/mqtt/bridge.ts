@@ -6,6 +6,7 @@ import type { ChairState } from '../core/chair-state.js';
 import { errorMessage } from '../platform/errors.js';
 import type { Component } from '../platform/component.js';
 import type { Broker } from './broker.js';
+import type { BrokerSizeLimit } from './size-limit.js';
 import { OFFLINE, ONLINE, type Topics } from './topics.js';
 
 export interface BridgeDeps {
@@ -17,6 +18,10 @@ export interface BridgeDeps {
   logger: Logger;
   /** The bridge/info payload, built fresh each time it is published. */
   info: () => Record<string, unknown>;
+  /** What the broker takes: a bridge/info it would not goes in its short form (shortInfo). */
+  sizeLimit?: BrokerSizeLimit;
+  /** bridge/info with less detail (the topics held named one, not twenty), for a broker's size limit. */
+  shortInfo?: (info: Record<string, unknown>) => Record<string, unknown>;
   infoIntervalMs: number;
   /** Where the chairs with retained topics are remembered, so a chair gone while the agent was down is cleared too. */
   store?: ChairTopicStore;
@@ -157,8 +162,19 @@ export class MqttBridge implements Component {
     }, 1_000);
   }
 
+  /**
+   * bridge/info, or its short form where the broker does not take it whole (Mosquitto's
+   * message_size_limit): each topic the broker refuses adds itself to the list of held topics, so
+   * without it the very report that says what the broker refuses would be refused in its turn.
+   */
   publishInfo(): void {
-    this.send(this.deps.topics.bridgeInfo, JSON.stringify(this.deps.info()));
+    const { topics, sizeLimit, shortInfo } = this.deps;
+    const info = this.deps.info();
+    if (!sizeLimit || !shortInfo) return this.send(topics.bridgeInfo, JSON.stringify(info));
+    if (!this.deps.broker.connected) return;
+    sizeLimit.publishRetained(topics.bridgeInfo, JSON.stringify(info), () => JSON.stringify(shortInfo(info)), (err) =>
+      this.deps.logger.debug({ topic: topics.bridgeInfo, err: errorMessage(err) }, 'retained publish not acknowledged; will republish on reconnect'),
+    );
   }
 
   private async republishAll(): Promise<void> {

@@ -85,6 +85,19 @@ export function bridgeInfo(s: StatusSources): Record<string, unknown> {
   };
 }
 
+/**
+ * bridge/info for a broker that does not take it whole (Mosquitto's message_size_limit): the
+ * topics held are named one, the most refused, and counted (`refused.heldOmitted`). Each held
+ * topic adds about 200 bytes, and a refused bridge/info is held itself: without this the report
+ * that says what the broker refuses would be refused in its turn, and doctor could not read it.
+ */
+export function shortBridgeInfo(info: Record<string, unknown>): Record<string, unknown> {
+  const refused = info['refused'] as { held?: unknown[] } | undefined;
+  const held = refused?.held ?? [];
+  if (held.length <= 1) return info;
+  return { ...info, refused: { ...refused, held: held.slice(0, 1), heldOmitted: held.length - 1 } };
+}
+
 /** Gauges read from the agent's state at scrape time. */
 export function registerGauges(metrics: Metrics, s: StatusSources): void {
   const { health, registry, broker, clock } = s;

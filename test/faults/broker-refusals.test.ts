@@ -277,6 +277,27 @@ describeWith('mosquitto', 'a broker that refuses publishes (Mosquitto: ACL, mess
     }
   });
 
+  it('message_size_limit and an ACL that holds several topics: bridge/info names one and counts the rest, so doctor can read it', async () => {
+    const site = 'size-and-acl-level-4';
+    const denied = ['MC7001', 'MC7002', 'MC7003', 'MC7004'];
+    const acl = aclFile(`topic readwrite #\n${denied.map((id) => `topic deny chair-agent/${site}/chairs/${id}\n`).join('')}`);
+    const rig = await startRig({ site, chairs: 6, broker: { extra: `acl_file ${acl}\nmessage_size_limit 1024\n` } });
+    try {
+      await waitFor(async () => (await metric(rig, 'chair_agent_mqtt_held_topics')).includes(`chair_agent_mqtt_held_topics ${denied.length}`), 'the denied topics held');
+      // Each held topic adds about 200 bytes to bridge/info: whole, it is over the broker's limit.
+      const r = await doctorAt(rig, site);
+      const info = JSON.parse((await retainedOn(rig.broker.url, `chair-agent/${site}/bridge/info`)) ?? '{}') as { refused?: { held: { topic: string }[]; heldOmitted?: number } };
+      expect(info.refused?.held).toHaveLength(1);
+      expect(info.refused?.heldOmitted).toBe(denied.length - 1);
+      expect(r.stdout, r.stdout).toMatch(new RegExp(`FAIL\\s+refusals\\s+the broker refused \\d+ publish\\(es\\): chair \\d+[^;]*; held back: chair-agent/${site}/chairs/MC700\\d \\(Publish error: Not authorized \\(reason code 0x87\\)\\); and ${denied.length - 1} more`));
+      // Refused whole, taken short at once: no warning of its own, and the connection stayed.
+      expect(rig.lines.filter((l) => l.msg === 'the broker refused a publish; everything else goes on').map((l) => l['topic'])).toEqual(denied.map((id) => `chair-agent/${site}/chairs/${id}`));
+      expect(connects(rig)).toBe(1);
+    } finally {
+      await rig.close();
+    }
+  });
+
   it('a broker that keeps no retained messages (retain_available false): connects without retain, state is live, every transaction is delivered', async () => {
     // MQTT 5: the broker refuses the retained will in its CONNACK (0x9A) and would end the
     // connection at a retained publish. Before, the agent was refused at every attempt.

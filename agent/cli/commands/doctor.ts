@@ -241,11 +241,14 @@ function refusalLine(info: unknown, config: Config, agentOnline = false): CheckL
       hint: `allow the agent's user to publish under ${config.mqtt.baseTopic}/${config.site.id}/# in the broker's ACL, and keep its message size limit above a few KB (Mosquitto: message_size_limit)`,
     };
   }
-  const refused = (info as { refused?: { total?: number; byClass?: Record<string, number>; held?: { topic: string; reason: string }[] } } | null)?.refused;
+  const refused = (info as { refused?: { total?: number; byClass?: Record<string, number>; held?: { topic: string; reason: string }[]; heldOmitted?: number } } | null)?.refused;
   if (!refused || typeof refused.total !== 'number') return { name, ok: true, detail: 'no report from a running agent on this broker yet (bridge/info)' };
   if (refused.total === 0) return { name, ok: true, detail: 'the running agent reports no publish refused by the broker' };
   const classes = Object.entries(refused.byClass ?? {}).map(([c, n]) => `${c} ${n}`).join(', ');
-  const held = (refused.held ?? []).slice(0, 3).map((h) => `${h.topic} (${h.reason})`).join('; ');
+  const listed = refused.held ?? [];
+  // A short bridge/info (the broker's size limit) names one and counts the rest.
+  const more = Math.max(0, listed.length - 3) + (typeof refused.heldOmitted === 'number' ? refused.heldOmitted : 0);
+  const held = listed.slice(0, 3).map((h) => `${h.topic} (${h.reason})`).join('; ') + (more > 0 ? `; and ${more} more` : '');
   // Nothing held: each was taken since (in a smaller form, or at its retry), or was a record, which the outbox reports.
   if (!held) return { name, ok: true, detail: `the broker refused ${refused.total} publish(es): ${classes}; none is held back now` };
   return {
