@@ -4,7 +4,8 @@ import type { Logger } from '../platform/logger.js';
 import type { Metrics } from '../observe/metrics.js';
 import { RefusalLog } from '../observe/refusal-log.js';
 import type { Clock } from '../platform/clock.js';
-import type { Broker, InboundMessage } from './broker.js';
+import { BrokerError, type Broker, type InboundMessage } from './broker.js';
+import { PACKET_TOO_LARGE } from './packet-size.js';
 import { HeldSubscription } from './held-subscription.js';
 import { FLOOD_FIX, type RequestBudget } from './request-budget.js';
 import { publishAnswer, responseTopicProblem } from './start-commands.js';
@@ -110,7 +111,25 @@ export class BridgeRequests implements Component {
       answer = { status: 'error', data: {}, error: message, code };
     }
     if (transaction !== undefined) answer['transaction'] = transaction;
-    const failed = await this.deps.budget.answering(publishAnswer(this.deps.broker, own, msg, responseProblem === null, JSON.stringify(answer)));
+    const payload = JSON.stringify(answer);
+    const answerWith = (text: string, smallerIfTooLarge = false): Promise<unknown[]> =>
+      this.deps.budget.answering(publishAnswer(this.deps.broker, own, msg, responseProblem === null, text, smallerIfTooLarge));
+    let failed = await answerWith(payload, true);
+    // Over the broker's size limit (chairs or summary at a broker with message_size_limit 1024):
+    // the caller hears why rather than nothing.
+    if (failed.some((err) => err instanceof BrokerError && err.reasonCode === PACKET_TOO_LARGE)) {
+      const bytes = Buffer.byteLength(payload);
+      this.deps.metrics?.refused.inc({ what: 'bridge_request', status: 'too_large' });
+      this.deps.logger.warn({ request: name.slice(0, 64), bytes }, 'a bridge answer is larger than the broker takes; answered too_large');
+      const tooLarge: Record<string, unknown> = {
+        status: 'error',
+        data: {},
+        error: `the answer (${bytes} bytes) is larger than the broker takes: raise its limit (Mosquitto: message_size_limit, max_packet_size), or read it from the agent's HTTP port (GET /api/status)`,
+        code: 'too_large',
+        ...(transaction !== undefined ? { transaction } : {}),
+      };
+      failed = await answerWith(JSON.stringify(tooLarge));
+    }
     for (const err of failed) this.deps.logger.warn({ request: name.slice(0, 64), err: errorMessage(err) }, 'cannot publish a bridge response');
   }
 }

@@ -60,10 +60,11 @@ export function responseTopicProblem(topic: string, topics: Topics): string | nu
  * (one `responseTopicProblem` accepts), there too with the request's correlation data. Resolves
  * to the publishes that failed.
  */
-export async function publishAnswer(broker: Broker, own: string, msg: InboundMessage, responseUsable: boolean, payload: string): Promise<unknown[]> {
-  const sends = [broker.publish(own, payload, { qos: 1 })];
+export async function publishAnswer(broker: Broker, own: string, msg: InboundMessage, responseUsable: boolean, payload: string, smallerIfTooLarge = false): Promise<unknown[]> {
+  const size = smallerIfTooLarge ? { smallerIfTooLarge } : {};
+  const sends = [broker.publish(own, payload, { qos: 1, ...size })];
   if (msg.responseTopic !== undefined && msg.responseTopic !== own && responseUsable) {
-    sends.push(broker.publish(msg.responseTopic, payload, { qos: 1, ...(msg.correlationData ? { correlationData: msg.correlationData } : {}) }));
+    sends.push(broker.publish(msg.responseTopic, payload, { qos: 1, ...size, ...(msg.correlationData ? { correlationData: msg.correlationData } : {}) }));
   }
   return (await Promise.allSettled(sends)).flatMap((r) => (r.status === 'rejected' ? [r.reason as unknown] : []));
 }

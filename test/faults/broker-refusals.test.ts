@@ -298,6 +298,35 @@ describeWith('mosquitto', 'a broker that refuses publishes (Mosquitto: ACL, mess
     }
   });
 
+  it('message_size_limit below a bridge answer: the caller gets a too_large error, on its response topic too', async () => {
+    const site = 'size-answer';
+    const rig = await startRig({ site, chairs: 6, broker: { extra: 'message_size_limit 1024\n' } });
+    const caller = await mqtt.connectAsync(rig.broker.url, { protocolVersion: 5 });
+    try {
+      await waitFor(() => rig.agent.registry.knownIds().length === 6 || undefined, 'six chairs listed');
+      const answers: { topic: string; text: string; correlation?: string }[] = [];
+      caller.on('message', (topic, payload, packet) => answers.push({ topic, text: payload.toString(), correlation: packet.properties?.correlationData?.toString() }));
+      await caller.subscribeAsync([`chair-agent/${site}/bridge/response/#`, 'pos/answers'], { qos: 1 });
+      // Six chairs' states are about 2 KB: refused as an answer, said as an error that fits.
+      await caller.publishAsync(`chair-agent/${site}/bridge/request/chairs`, '{"transaction":"c-1"}', { qos: 1, properties: { responseTopic: 'pos/answers', correlationData: Buffer.from('corr-1') } });
+      await waitFor(() => answers.filter((a) => a.text.includes('"c-1"')).length === 2 || undefined, 'the chairs answer on both topics');
+      for (const a of answers.filter((x) => x.text.includes('"c-1"'))) {
+        expect(JSON.parse(a.text)).toMatchObject({ status: 'error', code: 'too_large', transaction: 'c-1', error: expect.stringContaining('message_size_limit') });
+      }
+      expect(answers.find((a) => a.topic === 'pos/answers')?.correlation).toBe('corr-1');
+      // A small answer goes as always.
+      await caller.publishAsync(`chair-agent/${site}/bridge/request/outbox`, '{"transaction":"o-1"}', { qos: 1 });
+      await waitFor(() => answers.find((a) => a.text.includes('"o-1"')), 'the outbox answer');
+      expect(JSON.parse(answers.find((a) => a.text.includes('"o-1"'))?.text ?? '{}')).toMatchObject({ status: 'ok', data: { pending: 0 } });
+      expect(rig.lines.filter((l) => l.msg === 'a bridge answer is larger than the broker takes; answered too_large')).toHaveLength(1);
+      expect(rig.lines.filter((l) => l.msg === 'the broker refused a publish; everything else goes on')).toEqual([]);
+      expect(connects(rig)).toBe(1);
+    } finally {
+      await caller.endAsync();
+      await rig.close();
+    }
+  });
+
   it('a broker that keeps no retained messages (retain_available false): connects without retain, state is live, every transaction is delivered', async () => {
     // MQTT 5: the broker refuses the retained will in its CONNACK (0x9A) and would end the
     // connection at a retained publish. Before, the agent was refused at every attempt.
