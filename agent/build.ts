@@ -13,7 +13,7 @@ import type { Component } from './platform/component.js';
 import { Poller } from './vendor/poller.js';
 import { webhookHandler } from './http/webhook.js';
 import { GroupCommit } from './store/group-commit.js';
-import { bridgeApiHandlers } from './mqtt/bridge-api.js';
+import { BRIDGE_API_SHORT_ANSWERS, bridgeApiHandlers } from './mqtt/bridge-api.js';
 import { locationFilter } from './core/location.js';
 import { BridgeRequests } from './mqtt/bridge-requests.js';
 import { HaDiscovery } from './mqtt/ha-discovery.js';
@@ -196,6 +196,7 @@ export function build(config: Config, deps: AgentDeps): Agent {
     clock,
     budget: requestBudget,
     handlers: bridgeApiHandlers({ ...sources, sync, topics, rootLogger: logger, logger: child('bridge-requests') }),
+    shortAnswers: BRIDGE_API_SHORT_ANSWERS,
   });
   const homeassistant: Component[] = config.homeassistant.enabled
     ? [

@@ -1,5 +1,6 @@
 import type { LevelWithSilent } from 'pino';
-import { backlogFigures, bridgeInfo, type StatusSources } from '../observe/agent-status.js';
+import { backlogFigures, bridgeInfo, shortBridgeInfo, type StatusSources } from '../observe/agent-status.js';
+import { summaryWithoutChairs } from '../summary/today.js';
 import type { TransactionSync } from '../vendor/transaction-sync.js';
 import { transactionPayload } from '../delivery/transaction-payload.js';
 import { setLogLevel, type Logger } from '../platform/logger.js';
@@ -42,6 +43,12 @@ function only(params: Record<string, unknown>, allowed: readonly string[]): void
 const MAX_RESENDS_WAITING = 4;
 /** Records read from the database at once during a resend. */
 const RESEND_PAGE = 500;
+
+/** The requests whose data has a smaller form, for a broker that does not take the whole answer. */
+export const BRIDGE_API_SHORT_ANSWERS: Readonly<Record<string, (data: unknown) => unknown>> = {
+  summary: (data) => summaryWithoutChairs(data as { chairs: Record<string, unknown> }),
+  info: (data) => shortBridgeInfo(data as Record<string, unknown>),
+};
 
 export function bridgeApiHandlers(d: BridgeApiDeps): Record<string, RequestHandler> {
   /** The last resend in line, and how many are in line (the one under way included). */

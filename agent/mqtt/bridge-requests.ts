@@ -33,6 +33,11 @@ export interface BridgeRequestsDeps {
   /** Shared with the start commands: how many requests are carried out, answered, or dropped. */
   budget: RequestBudget;
   handlers: Readonly<Record<string, RequestHandler>>;
+  /**
+   * A smaller form of a request's data (summary without its chairs), answered where the broker
+   * does not take the whole answer (Mosquitto's message_size_limit).
+   */
+  shortAnswers?: Readonly<Record<string, (data: unknown) => unknown>>;
 }
 
 /**
@@ -114,21 +119,24 @@ export class BridgeRequests implements Component {
     const payload = JSON.stringify(answer);
     const answerWith = (text: string, smallerIfTooLarge = false): Promise<unknown[]> =>
       this.deps.budget.answering(publishAnswer(this.deps.broker, own, msg, responseProblem === null, text, smallerIfTooLarge));
+    const tooLarge = (errors: unknown[]): boolean => errors.some((err) => err instanceof BrokerError && err.reasonCode === PACKET_TOO_LARGE);
     let failed = await answerWith(payload, true);
-    // Over the broker's size limit (chairs or summary at a broker with message_size_limit 1024):
-    // the caller hears why rather than nothing.
-    if (failed.some((err) => err instanceof BrokerError && err.reasonCode === PACKET_TOO_LARGE)) {
+    // Over the broker's size limit (a dozen chairs' summary at a broker with message_size_limit
+    // 1024): the smaller form where the request has one, else the caller hears why, not nothing.
+    const shorten = answer['status'] === 'ok' && Object.hasOwn(this.deps.shortAnswers ?? {}, name) ? this.deps.shortAnswers?.[name] : undefined;
+    if (tooLarge(failed) && shorten) failed = await answerWith(JSON.stringify({ ...answer, data: shorten(answer['data']) }), true);
+    if (tooLarge(failed)) {
       const bytes = Buffer.byteLength(payload);
       this.deps.metrics?.refused.inc({ what: 'bridge_request', status: 'too_large' });
       this.deps.logger.warn({ request: name.slice(0, 64), bytes }, 'a bridge answer is larger than the broker takes; answered too_large');
-      const tooLarge: Record<string, unknown> = {
+      const error: Record<string, unknown> = {
         status: 'error',
         data: {},
         error: `the answer (${bytes} bytes) is larger than the broker takes: raise its limit (Mosquitto: message_size_limit, max_packet_size), or read it from the agent's HTTP port (GET /api/status)`,
         code: 'too_large',
         ...(transaction !== undefined ? { transaction } : {}),
       };
-      failed = await answerWith(JSON.stringify(tooLarge));
+      failed = await answerWith(JSON.stringify(error));
     }
     for (const err of failed) this.deps.logger.warn({ request: name.slice(0, 64), err: errorMessage(err) }, 'cannot publish a bridge response');
   }

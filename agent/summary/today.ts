@@ -66,6 +66,14 @@ const MAX_PAYLOAD_BYTES = 15 * 1024;
 const NO_TAKINGS = formatDecimal(ZERO);
 
 /**
+ * The summary without its chairs (each chair's day has its own topic), saying how many it left
+ * out: what goes where the broker does not take the whole one.
+ */
+export function summaryWithoutChairs<T extends { chairs: Record<string, unknown> }>(s: T): T & { chairsOmitted: number } {
+  return { ...s, chairs: {}, chairsOmitted: Object.keys(s.chairs).length };
+}
+
+/**
  * Today at a glance: uses, minutes and takings by payment method, per chair and for the site, in
  * the site's day. Counted from the records the agent holds (read from the store at start, in
  * slices, then from each commit), published retained on B/summary when it changes (at most once a
@@ -236,7 +244,7 @@ export class TodaySummary implements Component {
     const s = this.summary();
     const whole = JSON.stringify(s);
     // Each chair's day has its own topic: the site's figures can go without them.
-    const short = (): string => JSON.stringify({ ...s, chairs: {}, chairsOmitted: Object.keys(s.chairs).length });
+    const short = (): string => JSON.stringify(summaryWithoutChairs(s));
     if (whole !== this.lastPublished) {
       this.lastPublished = whole;
       const failed = (err: unknown): void => {

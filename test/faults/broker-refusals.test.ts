@@ -298,26 +298,36 @@ describeWith('mosquitto', 'a broker that refuses publishes (Mosquitto: ACL, mess
     }
   });
 
-  it('message_size_limit below a bridge answer: the caller gets a too_large error, on its response topic too', async () => {
+  it('message_size_limit below a bridge answer: summary without its chairs, chairs a too_large error, on the response topic too', async () => {
     const site = 'size-answer';
-    const rig = await startRig({ site, chairs: 6, broker: { extra: 'message_size_limit 1024\n' } });
+    const ids = Array.from({ length: 12 }, (_, i) => `MC${7001 + i}`);
+    const rig = await startRig({ site, chairs: ids.length, sections: { transactions: { syncSchedule: '* * * * * *' } }, broker: { extra: 'message_size_limit 1024\n' } });
     const caller = await mqtt.connectAsync(rig.broker.url, { protocolVersion: 5 });
     try {
-      await waitFor(() => rig.agent.registry.knownIds().length === 6 || undefined, 'six chairs listed');
+      // A use on each of twelve chairs: the summary is about 1.5 KB, the chairs' states about 4 KB.
+      for (const id of ids) expect(rig.sim.paidUse(id, 5).ok).toBe(true);
+      const summary = await Subscriber.connect(rig.broker.url, `chair-agent/${site}/summary`);
+      try {
+        await summary.waitFor((m) => (JSON.parse(m.text || '{}') as { site?: { uses?: number } }).site?.uses === ids.length, 'twelve uses today', 0, 20_000);
+      } finally {
+        await summary.close();
+      }
       const answers: { topic: string; text: string; correlation?: string }[] = [];
       caller.on('message', (topic, payload, packet) => answers.push({ topic, text: payload.toString(), correlation: packet.properties?.correlationData?.toString() }));
       await caller.subscribeAsync([`chair-agent/${site}/bridge/response/#`, 'pos/answers'], { qos: 1 });
-      // Six chairs' states are about 2 KB: refused as an answer, said as an error that fits.
-      await caller.publishAsync(`chair-agent/${site}/bridge/request/chairs`, '{"transaction":"c-1"}', { qos: 1, properties: { responseTopic: 'pos/answers', correlationData: Buffer.from('corr-1') } });
-      await waitFor(() => answers.filter((a) => a.text.includes('"c-1"')).length === 2 || undefined, 'the chairs answer on both topics');
-      for (const a of answers.filter((x) => x.text.includes('"c-1"'))) {
-        expect(JSON.parse(a.text)).toMatchObject({ status: 'error', code: 'too_large', transaction: 'c-1', error: expect.stringContaining('message_size_limit') });
-      }
-      expect(answers.find((a) => a.topic === 'pos/answers')?.correlation).toBe('corr-1');
+      const ask = async (name: string, transaction: string): Promise<Record<string, unknown>[]> => {
+        await caller.publishAsync(`chair-agent/${site}/bridge/request/${name}`, JSON.stringify({ transaction }), { qos: 1, properties: { responseTopic: 'pos/answers', correlationData: Buffer.from(transaction) } });
+        const mine = (): typeof answers => answers.filter((a) => a.text.includes(`"${transaction}"`));
+        await waitFor(() => mine().length === 2 || undefined, `the ${name} answer on both topics`);
+        expect(mine().find((a) => a.topic === 'pos/answers')?.correlation).toBe(transaction);
+        return mine().map((a) => JSON.parse(a.text) as Record<string, unknown>);
+      };
+      // The summary has a smaller form: the site's figures, its chairs left out and counted.
+      for (const a of await ask('summary', 's-1')) expect(a).toMatchObject({ status: 'ok', data: { site: { uses: ids.length }, chairs: {}, chairsOmitted: ids.length } });
+      // The chairs have none: an error that says why.
+      for (const a of await ask('chairs', 'c-1')) expect(a).toMatchObject({ status: 'error', code: 'too_large', error: expect.stringContaining('message_size_limit') });
       // A small answer goes as always.
-      await caller.publishAsync(`chair-agent/${site}/bridge/request/outbox`, '{"transaction":"o-1"}', { qos: 1 });
-      await waitFor(() => answers.find((a) => a.text.includes('"o-1"')), 'the outbox answer');
-      expect(JSON.parse(answers.find((a) => a.text.includes('"o-1"'))?.text ?? '{}')).toMatchObject({ status: 'ok', data: { pending: 0 } });
+      for (const a of await ask('outbox', 'o-1')) expect(a).toMatchObject({ status: 'ok', data: { parked: 0 } });
       expect(rig.lines.filter((l) => l.msg === 'a bridge answer is larger than the broker takes; answered too_large')).toHaveLength(1);
       expect(rig.lines.filter((l) => l.msg === 'the broker refused a publish; everything else goes on')).toEqual([]);
       expect(connects(rig)).toBe(1);
